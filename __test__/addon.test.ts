@@ -1,0 +1,37 @@
+// The addon loads under Node 22 and its first exports call into Rust.
+import assert from "node:assert/strict";
+import test from "node:test";
+import { normalizeMessage, normalizeSendMessageRequest, protocolVersion } from "../index.js";
+
+test("protocolVersion comes from Rust", () => {
+  assert.equal(protocolVersion(), "1.0");
+});
+
+test("normalizeMessage returns canonical ProtoJSON", () => {
+  const input = JSON.stringify({
+    message_id: "m-1", // snake_case is accepted on input
+    role: "ROLE_USER",
+    parts: [{ text: "hi" }, { data: { days: 3 } }],
+    contextId: "",
+  });
+  assert.equal(normalizeMessage(input), '{"messageId":"m-1","role":"ROLE_USER","parts":[{"text":"hi"},{"data":{"days":3}}]}');
+});
+
+test("a malformed Message is an error that names the field", () => {
+  assert.throws(
+    () => normalizeMessage('{"messageId":"m","role":"ROLE_USER","parts":[{"text":7}]}'),
+    (err: Error) => {
+      assert.match(err.message, /invalid Message: field `parts\[0\]\.text`: invalid type: integer `7`, expected a string/);
+      assert.equal((err as Error & { code?: string }).code, "InvalidArg");
+      return true;
+    },
+  );
+  assert.throws(() => normalizeMessage('{"messageId":"m","role":"user","parts":[{"text":"x"}]}'), /field `role`/);
+  assert.throws(() => normalizeMessage("not json"), /invalid Message/);
+});
+
+test("normalizeSendMessageRequest checks REQUIRED members", () => {
+  assert.throws(() => normalizeSendMessageRequest("{}"), /field `message`: is required/);
+  const ok = normalizeSendMessageRequest('{"message":{"messageId":"m","role":"ROLE_USER","parts":[{"text":"x"}]},"configuration":{"returnImmediately":false}}');
+  assert.equal(ok, '{"message":{"messageId":"m","role":"ROLE_USER","parts":[{"text":"x"}]},"configuration":{}}');
+});

@@ -1,0 +1,28 @@
+//! Compiles `proto/` into prost types with ProtoJSON serde (pbjson), then lets napi-build
+//! set the linker flags a Node addon needs.
+
+use prost::Message;
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    napi_build::setup();
+
+    let proto = "proto/lf/a2a/v1/a2a.proto";
+    println!("cargo:rerun-if-changed={proto}");
+    let fds = protox::compile([proto], ["proto"])?;
+    let descriptors = fds.encode_to_vec();
+
+    let mut prost = prost_build::Config::new();
+    prost
+        // Timestamp gets our own type: ProtoJSON output must be `Z`-normalised, which
+        // pbjson-types' Timestamp is not. The other well-known types come from pbjson-types.
+        .extern_path(".google.protobuf.Timestamp", "crate::wire::Timestamp")
+        .compile_well_known_types()
+        .extern_path(".google.protobuf", "::pbjson_types")
+        .compile_fds(fds)?;
+
+    pbjson_build::Builder::new()
+        .register_descriptors(&descriptors)?
+        .extern_path(".google.protobuf.Timestamp", "crate::wire::Timestamp")
+        .build(&[".lf.a2a.v1"])?;
+    Ok(())
+}

@@ -1,0 +1,46 @@
+//! The A2A v1 wire model: prost types generated from `proto/` with exact ProtoJSON serde
+//! (pbjson), plus what ProtoJSON needs beyond the generated code.
+//!
+//! - [`Timestamp`] replaces `google.protobuf.Timestamp` so output is `Z`-normalised.
+//! - [`json`] encodes and decodes: integral numbers without `.0`, parse errors that name
+//!   the field, and the binding's always-present `ListTasksResponse` members.
+//! - [`validate`] checks what the proto marks REQUIRED and what a oneof must hold.
+//!
+//! The stores never hold these types: they are built at the boundary from native records.
+
+mod timestamp;
+
+pub mod json;
+pub mod validate;
+
+pub use timestamp::Timestamp;
+
+/// Generated from `proto/lf/a2a/v1/a2a.proto` by `build.rs`.
+#[allow(clippy::all, clippy::pedantic, missing_docs)]
+pub mod a2a {
+    include!(concat!(env!("OUT_DIR"), "/lf.a2a.v1.rs"));
+    include!(concat!(env!("OUT_DIR"), "/lf.a2a.v1.serde.rs"));
+}
+
+pub use a2a::*;
+
+/// The A2A protocol version this server implements (`Major.Minor`).
+pub const PROTOCOL_VERSION: &str = "1.0";
+
+/// The one protocol binding this server speaks.
+pub const PROTOCOL_BINDING: &str = "HTTP+JSON";
+
+impl TaskState {
+    /// COMPLETED, FAILED, CANCELED or REJECTED: the Task never changes again.
+    pub fn is_terminal(self) -> bool {
+        matches!(
+            self,
+            TaskState::Completed | TaskState::Failed | TaskState::Canceled | TaskState::Rejected
+        )
+    }
+
+    /// INPUT_REQUIRED or AUTH_REQUIRED: settled for a blocking send, still continuable.
+    pub fn is_interrupted(self) -> bool {
+        matches!(self, TaskState::InputRequired | TaskState::AuthRequired)
+    }
+}

@@ -1,0 +1,256 @@
+//! The members upstream marks REQUIRED, and oneofs that must hold a member.
+//!
+//! ProtoJSON parsing accepts a document with REQUIRED members missing (they decode to
+//! defaults), so every decoded document is checked here before use. Paths are the JSON
+//! (camelCase) paths a client wrote, so errors point at the client's own text.
+
+use std::fmt;
+
+use super::{
+    part, send_message_response, stream_response, AgentCard, AgentInterface, AgentSkill, Artifact,
+    ListTasksResponse, Message, Part, Role, SendMessageRequest, SendMessageResponse,
+    StreamResponse, Task, TaskArtifactUpdateEvent, TaskState, TaskStatus, TaskStatusUpdateEvent,
+};
+
+/// A REQUIRED member missing or out of range.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Invalid {
+    /// JSON path of the member (`message.parts[0]`).
+    pub field: String,
+    pub message: String,
+}
+
+impl fmt::Display for Invalid {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "field `{}`: {}", self.field, self.message)
+    }
+}
+
+impl std::error::Error for Invalid {}
+
+/// A wire document whose REQUIRED members can be checked. `at` is the JSON path of
+/// `self` within the document (empty at the top).
+pub trait Validate {
+    fn validate(&self, at: &str) -> Result<(), Invalid>;
+}
+
+fn path(at: &str, member: &str) -> String {
+    if at.is_empty() {
+        member.to_string()
+    } else {
+        format!("{at}.{member}")
+    }
+}
+
+fn invalid(field: String, message: impl Into<String>) -> Invalid {
+    Invalid {
+        field,
+        message: message.into(),
+    }
+}
+
+fn required_string(value: &str, at: &str, member: &str) -> Result<(), Invalid> {
+    if value.is_empty() {
+        return Err(invalid(
+            path(at, member),
+            "is required and must not be empty",
+        ));
+    }
+    Ok(())
+}
+
+fn required_list<T>(items: &[T], at: &str, member: &str) -> Result<(), Invalid> {
+    if items.is_empty() {
+        return Err(invalid(
+            path(at, member),
+            "is required and must hold at least one entry",
+        ));
+    }
+    Ok(())
+}
+
+fn each<T: Validate>(items: &[T], at: &str, member: &str) -> Result<(), Invalid> {
+    let base = path(at, member);
+    items
+        .iter()
+        .enumerate()
+        .try_for_each(|(i, item)| item.validate(&format!("{base}[{i}]")))
+}
+
+fn required<T: Validate>(value: &Option<T>, at: &str, member: &str) -> Result<(), Invalid> {
+    match value {
+        Some(v) => v.validate(&path(at, member)),
+        None => Err(invalid(path(at, member), "is required")),
+    }
+}
+
+impl Validate for Part {
+    fn validate(&self, at: &str) -> Result<(), Invalid> {
+        match self.content {
+            Some(part::Content::Text(_) | part::Content::Raw(_) | part::Content::Url(_)) => Ok(()),
+            Some(part::Content::Data(_)) => Ok(()),
+            None => Err(invalid(
+                at.to_string(),
+                "a part needs exactly one of `text`, `raw`, `url` or `data`",
+            )),
+        }
+    }
+}
+
+impl Validate for Message {
+    fn validate(&self, at: &str) -> Result<(), Invalid> {
+        required_string(&self.message_id, at, "messageId")?;
+        match Role::try_from(self.role) {
+            Ok(Role::User | Role::Agent) => {}
+            _ => {
+                return Err(invalid(
+                    path(at, "role"),
+                    "is required: ROLE_USER or ROLE_AGENT",
+                ))
+            }
+        }
+        required_list(&self.parts, at, "parts")?;
+        each(&self.parts, at, "parts")
+    }
+}
+
+impl Validate for Artifact {
+    fn validate(&self, at: &str) -> Result<(), Invalid> {
+        required_string(&self.artifact_id, at, "artifactId")?;
+        required_list(&self.parts, at, "parts")?;
+        each(&self.parts, at, "parts")
+    }
+}
+
+impl Validate for TaskStatus {
+    fn validate(&self, at: &str) -> Result<(), Invalid> {
+        match TaskState::try_from(self.state) {
+            Ok(TaskState::Unspecified) | Err(_) => {
+                return Err(invalid(
+                    path(at, "state"),
+                    "is required: a TASK_STATE_* other than UNSPECIFIED",
+                ))
+            }
+            Ok(_) => {}
+        }
+        if let Some(message) = &self.message {
+            message.validate(&path(at, "message"))?;
+        }
+        Ok(())
+    }
+}
+
+impl Validate for Task {
+    fn validate(&self, at: &str) -> Result<(), Invalid> {
+        required_string(&self.id, at, "id")?;
+        required(&self.status, at, "status")?;
+        each(&self.artifacts, at, "artifacts")?;
+        each(&self.history, at, "history")
+    }
+}
+
+impl Validate for TaskStatusUpdateEvent {
+    fn validate(&self, at: &str) -> Result<(), Invalid> {
+        required_string(&self.task_id, at, "taskId")?;
+        required_string(&self.context_id, at, "contextId")?;
+        required(&self.status, at, "status")
+    }
+}
+
+impl Validate for TaskArtifactUpdateEvent {
+    fn validate(&self, at: &str) -> Result<(), Invalid> {
+        required_string(&self.task_id, at, "taskId")?;
+        required_string(&self.context_id, at, "contextId")?;
+        required(&self.artifact, at, "artifact")
+    }
+}
+
+impl Validate for SendMessageRequest {
+    fn validate(&self, at: &str) -> Result<(), Invalid> {
+        required(&self.message, at, "message")?;
+        if let Some(config) = &self.configuration {
+            if config.history_length.is_some_and(|n| n < 0) {
+                return Err(invalid(
+                    path(at, "configuration.historyLength"),
+                    "must not be negative",
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Validate for SendMessageResponse {
+    fn validate(&self, at: &str) -> Result<(), Invalid> {
+        match &self.payload {
+            Some(send_message_response::Payload::Task(task)) => task.validate(&path(at, "task")),
+            Some(send_message_response::Payload::Message(m)) => m.validate(&path(at, "message")),
+            None => Err(invalid(
+                at.to_string(),
+                "needs exactly one of `task` or `message`",
+            )),
+        }
+    }
+}
+
+impl Validate for StreamResponse {
+    fn validate(&self, at: &str) -> Result<(), Invalid> {
+        match &self.payload {
+            Some(stream_response::Payload::Task(task)) => task.validate(&path(at, "task")),
+            Some(stream_response::Payload::Message(m)) => m.validate(&path(at, "message")),
+            Some(stream_response::Payload::StatusUpdate(e)) => {
+                e.validate(&path(at, "statusUpdate"))
+            }
+            Some(stream_response::Payload::ArtifactUpdate(e)) => {
+                e.validate(&path(at, "artifactUpdate"))
+            }
+            None => Err(invalid(
+                at.to_string(),
+                "needs exactly one of `task`, `message`, `statusUpdate` or `artifactUpdate`",
+            )),
+        }
+    }
+}
+
+impl Validate for ListTasksResponse {
+    fn validate(&self, at: &str) -> Result<(), Invalid> {
+        each(&self.tasks, at, "tasks")
+    }
+}
+
+impl Validate for AgentInterface {
+    fn validate(&self, at: &str) -> Result<(), Invalid> {
+        required_string(&self.url, at, "url")?;
+        required_string(&self.protocol_binding, at, "protocolBinding")?;
+        required_string(&self.protocol_version, at, "protocolVersion")
+    }
+}
+
+impl Validate for AgentSkill {
+    fn validate(&self, at: &str) -> Result<(), Invalid> {
+        required_string(&self.id, at, "id")?;
+        required_string(&self.name, at, "name")?;
+        required_string(&self.description, at, "description")?;
+        required_list(&self.tags, at, "tags")
+    }
+}
+
+impl Validate for AgentCard {
+    fn validate(&self, at: &str) -> Result<(), Invalid> {
+        required_string(&self.name, at, "name")?;
+        required_string(&self.description, at, "description")?;
+        required_list(&self.supported_interfaces, at, "supportedInterfaces")?;
+        each(&self.supported_interfaces, at, "supportedInterfaces")?;
+        required_string(&self.version, at, "version")?;
+        if self.capabilities.is_none() {
+            return Err(invalid(
+                path(at, "capabilities"),
+                "is required (it may be `{}`)",
+            ));
+        }
+        required_list(&self.default_input_modes, at, "defaultInputModes")?;
+        required_list(&self.default_output_modes, at, "defaultOutputModes")?;
+        // `skills` may be empty (the spec's own examples use `"skills": []`).
+        each(&self.skills, at, "skills")
+    }
+}

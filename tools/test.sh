@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Runs every test, installing and building what it needs first (see tools/setup.sh):
+# the Rust unit and integration tests, then the Node tests (addon API, real clients, real Pi
+# headless with its scripted faux provider) under the pinned Node 22.
+set -euo pipefail
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+. "$repo/tools/setup.sh"
+cd "$repo"
+# --release shares one dependency build with the addon that setup.sh just built.
+cargo test --release
+node --test --test-concurrency=1 '__test__/**/*.test.ts'
