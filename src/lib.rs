@@ -2,11 +2,23 @@
 //!
 //! # Layout
 //!
+//! - [`store`]: the durable SQLite store: one writer thread (group commit), read
+//!   connections, schema migrations, the store-root lock, failure injection for tests.
+//! - [`plane`]: the trusted intake and every rule of the contract's Task and conversation
+//!   semantics (contexts, continuation, idempotency, acceptance, retention, delivery).
+//! - [`record`]: the native records the store keeps (not wire types).
+//! - [`ids`]: the identifier pattern, locator bounds, server-minted ids.
+//! - [`clock`]: injectable time.
 //! - [`wire`]: the A2A v1 wire model (prost + pbjson from `proto/`): exact ProtoJSON in and
 //!   out, REQUIRED-member checks, errors that name the field.
 //! - [`binding`]: the napi surface of the Node addon; conversions at the JS boundary,
 //!   no rules.
 
+pub mod clock;
+pub mod ids;
+pub mod plane;
+pub mod record;
+pub mod store;
 pub mod wire;
 
 pub mod binding;

@@ -1,0 +1,99 @@
+//! Identifiers: the one strict pattern for caller-supplied identifiers, the bounds on
+//! locator values, and the server-minted ids.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+/// Why an identifier or locator was refused. Names the field.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InvalidIdentifier {
+    pub field: String,
+    pub message: String,
+}
+
+impl fmt::Display for InvalidIdentifier {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "invalid `{}`: {}", self.field, self.message)
+    }
+}
+
+impl std::error::Error for InvalidIdentifier {}
+
+/// Longest identifier: 128 characters.
+pub const MAX_IDENTIFIER_LEN: usize = 128;
+/// Longest locator value: 4096 characters.
+pub const MAX_LOCATOR_VALUE_LEN: usize = 4096;
+
+/// Checks a caller-supplied identifier (principal, source, event id, message id used as a
+/// dedupe key, conversation key, provider response id, delivery or operation id) against
+/// `^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$`.
+///
+/// Raw provider values that do not fit (`@`, `/`, spaces, ...) are hashed into a
+/// source-prefixed identifier by the adapter; the raw value belongs in the locator.
+pub fn check_identifier(field: &str, value: &str) -> Result<(), InvalidIdentifier> {
+    let bad = |message: String| {
+        Err(InvalidIdentifier {
+            field: field.to_string(),
+            message,
+        })
+    };
+    let mut chars = value.chars();
+    match chars.next() {
+        None => return bad("must not be empty".into()),
+        Some(c) if !c.is_ascii_alphanumeric() => {
+            return bad(format!(
+                "`{}` must start with a letter or digit (pattern ^[A-Za-z0-9][A-Za-z0-9._:-]{{0,127}}$)",
+                shorten(value)
+            ))
+        }
+        Some(_) => {}
+    }
+    if value.len() > MAX_IDENTIFIER_LEN {
+        return bad(format!(
+            "is {} characters long; at most {MAX_IDENTIFIER_LEN} are allowed",
+            value.chars().count()
+        ));
+    }
+    if let Some(c) =
+        chars.find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | ':' | '-')))
+    {
+        return bad(format!(
+            "`{}` contains {c:?}; only letters, digits and . _ : - are allowed (hash raw provider values into an identifier and keep the raw value in the locator)",
+            shorten(value)
+        ));
+    }
+    Ok(())
+}
+
+/// Checks a native object locator: keys are identifiers, values opaque strings of
+/// 1..=4096 characters.
+pub fn check_locator(
+    field: &str,
+    locator: &BTreeMap<String, String>,
+) -> Result<(), InvalidIdentifier> {
+    for (key, value) in locator {
+        check_identifier(&format!("{field} key"), key)?;
+        let len = value.chars().count();
+        if len == 0 || len > MAX_LOCATOR_VALUE_LEN {
+            return Err(InvalidIdentifier {
+                field: format!("{field}.{key}"),
+                message: format!("must be 1..={MAX_LOCATOR_VALUE_LEN} characters, got {len}"),
+            });
+        }
+    }
+    Ok(())
+}
+
+fn shorten(value: &str) -> String {
+    if value.chars().count() <= 40 {
+        value.to_string()
+    } else {
+        format!("{}…", value.chars().take(40).collect::<String>())
+    }
+}
+
+/// A fresh server-minted id (UUID v4, hyphenated): no `:` or `/`, so it is safe in
+/// `/tasks/{id}:cancel`-style paths.
+pub fn mint() -> String {
+    uuid::Uuid::new_v4().to_string()
+}

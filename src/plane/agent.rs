@@ -1,0 +1,211 @@
+//! What the agent does to a Task: start work, ask for input, record outputs, settle it;
+//! and the caller's cancel. Turn authority (which Task the agent may touch now) is checked
+//! by the wake queue before these are called; the state rules are here.
+
+use rusqlite::Connection;
+
+use super::rows::{self, TaskRow};
+use super::{PlaneError, TaskPlane};
+use crate::record::{ArtifactRecord, Continuation, MessageRecord, TaskRecord, TaskState};
+
+/// Which interrupted state a request for input puts the Task in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InterruptKind {
+    InputRequired,
+    AuthRequired,
+}
+
+fn live_task(conn: &Connection, task_id: &str) -> Result<TaskRow, PlaneError> {
+    let task = rows::task_by_id(conn, task_id)?
+        .ok_or_else(|| PlaneError::TaskNotFound(task_id.to_string()))?;
+    if task.record.state.is_terminal() {
+        return Err(PlaneError::TaskTerminal {
+            task_id: task_id.to_string(),
+            state: task.record.state,
+        });
+    }
+    Ok(task)
+}
+
+fn agent_message(message: &MessageRecord) -> Result<(), PlaneError> {
+    if message.role != crate::record::Role::Agent || message.parts.is_empty() {
+        return Err(PlaneError::Invalid {
+            field: "message".into(),
+            message: "must be an agent message with at least one part".into(),
+        });
+    }
+    Ok(())
+}
+
+fn artifact_ok(artifact: &ArtifactRecord) -> Result<(), PlaneError> {
+    if artifact.artifact_id.is_empty() || artifact.parts.is_empty() {
+        return Err(PlaneError::Invalid {
+            field: "artifact".into(),
+            message: "needs an artifactId and at least one part".into(),
+        });
+    }
+    Ok(())
+}
+
+impl TaskPlane {
+    /// SUBMITTED → WORKING: the agent has been given the Task. A Task already WORKING
+    /// stays so; an interrupted or terminal one is refused.
+    pub fn start_work(&self, task_id: &str) -> Result<TaskState, PlaneError> {
+        let task_id = task_id.to_string();
+        let now = self.now();
+        self.write(move |tx| {
+            let task = live_task(tx.conn(), &task_id)?;
+            match task.record.state {
+                TaskState::Working => Ok(TaskState::Working),
+                TaskState::Submitted => {
+                    rows::set_status(tx.conn(), task.seq, TaskState::Working, None, now, None)?;
+                    Ok(TaskState::Working)
+                }
+                state => Err(PlaneError::FailedPrecondition(format!(
+                    "task {task_id} is {} and waits for a continuation before work can start",
+                    state.as_str()
+                ))),
+            }
+        })
+    }
+
+    /// Pauses the Task on its caller: INPUT_REQUIRED (or AUTH_REQUIRED) with `question`
+    /// as the status message (also appended to the history), and an open input request.
+    /// Refused for a Task whose source declares no continuation method: nobody could
+    /// answer, so the agent must complete or reject it instead.
+    pub fn require_input(
+        &self,
+        task_id: &str,
+        kind: InterruptKind,
+        question: MessageRecord,
+    ) -> Result<(), PlaneError> {
+        agent_message(&question)?;
+        let task_id = task_id.to_string();
+        let now = self.now();
+        self.write(move |tx| {
+            let task = live_task(tx.conn(), &task_id)?;
+            if task.record.continuation == Continuation::None {
+                return Err(PlaneError::FailedPrecondition(format!(
+                    "task {task_id} came from source `{}`, which declares no continuation method, so no answer could ever reach it; complete or reject the task instead",
+                    task.record.source
+                )));
+            }
+            let state = match kind {
+                InterruptKind::InputRequired => TaskState::InputRequired,
+                InterruptKind::AuthRequired => TaskState::AuthRequired,
+            };
+            rows::append_history(tx.conn(), &task, &question)?;
+            rows::set_status(tx.conn(), task.seq, state, Some(&question), now, Some(true))?;
+            Ok(())
+        })
+    }
+
+    /// Records one artifact while the Task is WORKING.
+    pub fn record_artifact(
+        &self,
+        task_id: &str,
+        artifact: ArtifactRecord,
+    ) -> Result<(), PlaneError> {
+        artifact_ok(&artifact)?;
+        let task_id = task_id.to_string();
+        self.write(move |tx| {
+            let task = live_task(tx.conn(), &task_id)?;
+            if task.record.state != TaskState::Working {
+                return Err(PlaneError::FailedPrecondition(format!(
+                    "task {task_id} is {}; outputs are recorded only while it is working",
+                    task.record.state.as_str()
+                )));
+            }
+            rows::append_artifact(tx.conn(), &task, &artifact)?;
+            Ok(())
+        })
+    }
+
+    /// Records `artifacts` in order, then COMPLETED with `message` as status message.
+    pub fn complete(
+        &self,
+        task_id: &str,
+        artifacts: Vec<ArtifactRecord>,
+        message: Option<MessageRecord>,
+    ) -> Result<(), PlaneError> {
+        artifacts.iter().try_for_each(artifact_ok)?;
+        if let Some(message) = &message {
+            agent_message(message)?;
+        }
+        let task_id = task_id.to_string();
+        let now = self.now();
+        self.write(move |tx| {
+            let mut task = live_task(tx.conn(), &task_id)?;
+            for artifact in &artifacts {
+                rows::append_artifact(tx.conn(), &task, artifact)?;
+                task.artifact_len += 1;
+            }
+            if let Some(message) = &message {
+                rows::append_history(tx.conn(), &task, message)?;
+            }
+            rows::set_status(
+                tx.conn(),
+                task.seq,
+                TaskState::Completed,
+                message.as_ref(),
+                now,
+                Some(false),
+            )?;
+            Ok(())
+        })
+    }
+
+    /// Settles the Task as REJECTED or FAILED with `reason` as its status message.
+    pub fn finish_unsuccessfully(
+        &self,
+        task_id: &str,
+        state: TaskState,
+        reason: MessageRecord,
+    ) -> Result<(), PlaneError> {
+        if !matches!(state, TaskState::Rejected | TaskState::Failed) {
+            return Err(PlaneError::Invalid {
+                field: "state".into(),
+                message: "must be rejected or failed".into(),
+            });
+        }
+        agent_message(&reason)?;
+        let task_id = task_id.to_string();
+        let now = self.now();
+        self.write(move |tx| {
+            let task = live_task(tx.conn(), &task_id)?;
+            rows::append_history(tx.conn(), &task, &reason)?;
+            rows::set_status(tx.conn(), task.seq, state, Some(&reason), now, Some(false))?;
+            Ok(())
+        })
+    }
+
+    /// The caller cancels its own Task: CANCELED, unless it is terminal already.
+    pub fn cancel(&self, principal: &str, task_id: &str) -> Result<TaskRecord, PlaneError> {
+        let (principal, task_id) = (principal.to_string(), task_id.to_string());
+        let now = self.now();
+        self.write(move |tx| {
+            let task = rows::owned_task(tx.conn(), &principal, &task_id)?
+                .ok_or_else(|| PlaneError::TaskNotFound(task_id.clone()))?;
+            if task.record.state.is_terminal() {
+                return Err(PlaneError::NotCancelable {
+                    task_id,
+                    state: task.record.state,
+                });
+            }
+            rows::set_status(
+                tx.conn(),
+                task.seq,
+                TaskState::Canceled,
+                None,
+                now,
+                Some(false),
+            )?;
+            let mut record = task.record;
+            record.state = TaskState::Canceled;
+            record.status_message = None;
+            record.status_ms = now;
+            record.input_request_open = false;
+            Ok(record)
+        })
+    }
+}

@@ -1,0 +1,364 @@
+//! Outbound delivery of a response to a provider, at most one provider mutation per
+//! delivery.
+//!
+//! - Serialized per delivery id: concurrent identical responses wait for one another, so
+//!   they share one durable transition and one provider mutation; the later callers get
+//!   the first one's outcome.
+//! - A delivery id (or operation id) reused with a different payload digest is refused.
+//! - Recovery of a delivery found in `sending` (the process died mid-send) follows its
+//!   declared policy: an idempotency key makes resending safe; `lookup` asks the source's
+//!   reconciler whether the mutation happened, and without one fails closed as
+//!   `ambiguous`; the ambiguous policy goes straight to `ambiguous`.
+//! - `ambiguous` is final: recorded with unhealthy evidence, never retried automatically.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use rusqlite::{params, OptionalExtension};
+use serde_json::json;
+
+use super::rows;
+use super::{PlaneError, TaskPlane};
+use crate::ids::check_identifier;
+
+/// How a delivery found in `sending` after a crash is recovered (the source's Delivery
+/// recovery column).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Recovery {
+    /// The provider deduplicates on the operation id: resending is safe.
+    IdempotencyKey,
+    /// The provider can be asked whether the mutation happened (needs a reconciler).
+    Lookup,
+    /// Neither: mark ambiguous, record evidence, report unhealthy.
+    Ambiguous,
+}
+
+impl Recovery {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Recovery::IdempotencyKey => "idempotency_key",
+            Recovery::Lookup => "lookup",
+            Recovery::Ambiguous => "ambiguous",
+        }
+    }
+}
+
+/// One response to deliver.
+#[derive(Debug, Clone)]
+pub struct DeliveryRequest {
+    pub delivery_id: String,
+    pub principal: String,
+    pub source: String,
+    pub task_id: Option<String>,
+    /// The provider-side idempotency key of the mutation.
+    pub operation_id: String,
+    /// Content address of the payload (`sha256:<hex>`).
+    pub payload_digest: String,
+    pub recovery: Recovery,
+}
+
+/// Why a send did not deliver.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SendFailure {
+    /// The provider certainly did not perform the mutation; a later call may retry.
+    NotSent(String),
+    /// It may or may not have happened (timeout, dropped connection).
+    Unknown(String),
+}
+
+/// Where a delivery stands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DeliveryOutcome {
+    Delivered {
+        provider_response_id: String,
+        /// Whether this call performed the mutation (false: an earlier one did).
+        sent_now: bool,
+    },
+    NotSent {
+        detail: String,
+    },
+    Ambiguous {
+        detail: String,
+    },
+}
+
+/// Tells whether a `lookup`-recovered mutation happened: `Ok(Some(id))` it did.
+pub trait Reconciler {
+    fn lookup(&self, request: &DeliveryRequest) -> Result<Option<String>, String>;
+}
+
+/// Per-delivery-id locks of this process (one process per store root).
+#[derive(Default)]
+pub(super) struct InFlight {
+    locks: Mutex<HashMap<String, Arc<Mutex<()>>>>,
+}
+
+impl InFlight {
+    fn lock_for(&self, delivery_id: &str) -> Arc<Mutex<()>> {
+        self.locks
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(delivery_id.to_string())
+            .or_default()
+            .clone()
+    }
+
+    fn release(&self, delivery_id: &str) {
+        let mut locks = self.locks.lock().unwrap_or_else(|p| p.into_inner());
+        if locks
+            .get(delivery_id)
+            .is_some_and(|l| Arc::strong_count(l) == 1)
+        {
+            locks.remove(delivery_id);
+        }
+    }
+}
+
+/// The stored state of a delivery.
+#[derive(Debug, Clone)]
+struct Row {
+    state: String,
+    provider_response_id: Option<String>,
+    detail: Option<String>,
+}
+
+impl TaskPlane {
+    /// Delivers `request` with `send` (the provider mutation, returning the provider's
+    /// response id), at most once per delivery id; see the module docs for the rules.
+    pub fn deliver(
+        &self,
+        request: DeliveryRequest,
+        reconciler: Option<&dyn Reconciler>,
+        send: impl FnOnce() -> Result<String, SendFailure>,
+    ) -> Result<DeliveryOutcome, PlaneError> {
+        check_identifier("deliveryId", &request.delivery_id)?;
+        check_identifier("principal", &request.principal)?;
+        check_identifier("source", &request.source)?;
+        check_identifier("operationId", &request.operation_id)?;
+        if !is_content_address(&request.payload_digest) {
+            return Err(PlaneError::Invalid {
+                field: "payloadDigest".into(),
+                message: "must be sha256:<64 lowercase hex digits>".into(),
+            });
+        }
+        let lock = self.deliveries.lock_for(&request.delivery_id);
+        let outcome = {
+            let _serialized = lock.lock().unwrap_or_else(|p| p.into_inner());
+            self.deliver_serialized(&request, reconciler, send)
+        };
+        drop(lock);
+        self.deliveries.release(&request.delivery_id);
+        outcome
+    }
+
+    fn deliver_serialized(
+        &self,
+        request: &DeliveryRequest,
+        reconciler: Option<&dyn Reconciler>,
+        send: impl FnOnce() -> Result<String, SendFailure>,
+    ) -> Result<DeliveryOutcome, PlaneError> {
+        let row = self.prepare_delivery(request)?;
+        match row.state.as_str() {
+            "delivered" => {
+                return Ok(DeliveryOutcome::Delivered {
+                    provider_response_id: row.provider_response_id.unwrap_or_default(),
+                    sent_now: false,
+                })
+            }
+            "ambiguous" => {
+                return Ok(DeliveryOutcome::Ambiguous {
+                    detail: row.detail.unwrap_or_default(),
+                })
+            }
+            "sending" => match request.recovery {
+                Recovery::IdempotencyKey => {}
+                Recovery::Lookup => match reconciler {
+                    None => {
+                        return self.mark_ambiguous(
+                            request,
+                            "the process stopped while sending, and no reconciler can look the delivery up: \
+                             failing closed instead of sending again",
+                        )
+                    }
+                    Some(reconciler) => match reconciler.lookup(request) {
+                        Ok(Some(provider_response_id)) => {
+                            self.set_delivery_state(request, "delivered", Some(&provider_response_id), None)?;
+                            return Ok(DeliveryOutcome::Delivered {
+                                provider_response_id,
+                                sent_now: false,
+                            });
+                        }
+                        Ok(None) => {}
+                        Err(err) => {
+                            return self.mark_ambiguous(request, &format!("the reconciler's lookup failed: {err}"))
+                        }
+                    },
+                },
+                Recovery::Ambiguous => {
+                    return self.mark_ambiguous(
+                        request,
+                        "the process stopped while sending and the source cannot tell whether the mutation happened",
+                    )
+                }
+            },
+            _ => {}
+        }
+        self.set_delivery_state(request, "sending", None, None)?;
+        match send() {
+            Ok(provider_response_id) => {
+                self.set_delivery_state(request, "delivered", Some(&provider_response_id), None)?;
+                Ok(DeliveryOutcome::Delivered {
+                    provider_response_id,
+                    sent_now: true,
+                })
+            }
+            Err(SendFailure::NotSent(detail)) => {
+                self.set_delivery_state(request, "failed", None, Some(&detail))?;
+                Ok(DeliveryOutcome::NotSent { detail })
+            }
+            Err(SendFailure::Unknown(detail)) => self.mark_ambiguous(request, &detail),
+        }
+    }
+
+    /// Inserts the delivery as `prepared`, or checks a stored one carries the same payload.
+    fn prepare_delivery(&self, request: &DeliveryRequest) -> Result<Row, PlaneError> {
+        let request = request.clone();
+        let now = self.now();
+        self.write(move |tx| {
+            let conn = tx.conn();
+            let by_operation: Option<(String, String)> = conn
+                .prepare_cached("SELECT delivery_id, payload_digest FROM deliveries WHERE source = ?1 AND operation_id = ?2")?
+                .query_row(params![request.source, request.operation_id], |r| Ok((r.get(0)?, r.get(1)?)))
+                .optional()?;
+            if let Some((delivery_id, digest)) = &by_operation {
+                if *delivery_id != request.delivery_id || *digest != request.payload_digest {
+                    return Err(PlaneError::DeliveryConflict(format!(
+                        "operation id {} of source `{}` was already used for delivery {delivery_id} with payload {digest}; \
+                         a reused operation id must carry the same payload",
+                        request.operation_id, request.source
+                    )));
+                }
+            }
+            let existing: Option<(String, Row)> = conn
+                .prepare_cached(
+                    "SELECT payload_digest, state, provider_response_id, detail FROM deliveries WHERE delivery_id = ?1",
+                )?
+                .query_row([&request.delivery_id], |r| {
+                    Ok((
+                        r.get(0)?,
+                        Row {
+                            state: r.get(1)?,
+                            provider_response_id: r.get(2)?,
+                            detail: r.get(3)?,
+                        },
+                    ))
+                })
+                .optional()?;
+            if let Some((digest, row)) = existing {
+                if digest != request.payload_digest {
+                    return Err(PlaneError::DeliveryConflict(format!(
+                        "delivery {} was prepared with payload {digest}, not {}; a different response needs a new delivery id",
+                        request.delivery_id, request.payload_digest
+                    )));
+                }
+                return Ok(row);
+            }
+            conn.prepare_cached(
+                "INSERT INTO deliveries (delivery_id, principal, source, task_id, operation_id, payload_digest, recovery, \
+                 state, created_ms, updated_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'prepared', ?8, ?8)",
+            )?
+            .execute(params![
+                request.delivery_id,
+                request.principal,
+                request.source,
+                request.task_id,
+                request.operation_id,
+                request.payload_digest,
+                request.recovery.as_str(),
+                now
+            ])?;
+            Ok(Row {
+                state: "prepared".into(),
+                provider_response_id: None,
+                detail: None,
+            })
+        })
+    }
+
+    fn set_delivery_state(
+        &self,
+        request: &DeliveryRequest,
+        state: &'static str,
+        provider_response_id: Option<&str>,
+        detail: Option<&str>,
+    ) -> Result<(), PlaneError> {
+        let delivery_id = request.delivery_id.clone();
+        let provider_response_id = provider_response_id.map(str::to_string);
+        let detail = detail.map(str::to_string);
+        let now = self.now();
+        self.write(move |tx| {
+            tx.conn()
+                .prepare_cached(
+                    "UPDATE deliveries SET state = ?2, provider_response_id = COALESCE(?3, provider_response_id), \
+                     detail = ?4, attempts = attempts + (?2 = 'sending'), updated_ms = ?5 WHERE delivery_id = ?1",
+                )?
+                .execute(params![delivery_id, state, provider_response_id, detail, now])?;
+            Ok(())
+        })
+    }
+
+    fn mark_ambiguous(
+        &self,
+        request: &DeliveryRequest,
+        detail: &str,
+    ) -> Result<DeliveryOutcome, PlaneError> {
+        let request = request.clone();
+        let detail_text = detail.to_string();
+        let now = self.now();
+        self.write(move |tx| {
+            let conn = tx.conn();
+            conn.prepare_cached("UPDATE deliveries SET state = 'ambiguous', detail = ?2, updated_ms = ?3 WHERE delivery_id = ?1")?
+                .execute(params![request.delivery_id, detail_text, now])?;
+            rows::insert_evidence(
+                conn,
+                "delivery_ambiguous",
+                false,
+                request.task_id.as_deref(),
+                None,
+                &json!({ "deliveryId": request.delivery_id, "operationId": request.operation_id, "source": request.source }),
+                &json!({
+                    "kind": "delivery_ambiguous",
+                    "deliveryId": request.delivery_id,
+                    "payloadDigest": request.payload_digest,
+                    "detail": detail_text,
+                    "at": now,
+                }),
+                now,
+            )?;
+            Ok(())
+        })?;
+        Ok(DeliveryOutcome::Ambiguous {
+            detail: detail.to_string(),
+        })
+    }
+
+    /// A delivery's stored state (`prepared`, `sending`, `delivered`, `failed`,
+    /// `ambiguous`) and attempt count.
+    pub fn delivery_state(&self, delivery_id: &str) -> Result<Option<(String, i64)>, PlaneError> {
+        self.read(|conn| {
+            Ok(conn
+                .prepare_cached("SELECT state, attempts FROM deliveries WHERE delivery_id = ?1")?
+                .query_row([delivery_id], |r| Ok((r.get(0)?, r.get(1)?)))
+                .optional()?)
+        })
+    }
+}
+
+fn is_content_address(value: &str) -> bool {
+    value.strip_prefix("sha256:").is_some_and(|hex| {
+        hex.len() == 64
+            && hex
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    })
+}

@@ -1,0 +1,106 @@
+//! The plane's error enum: what a caller did wrong, or what the store could not do. The
+//! HTTP layer maps each variant to an A2A reason in one place.
+
+use std::fmt;
+
+use crate::ids::InvalidIdentifier;
+use crate::record::TaskState;
+use crate::store::StoreError;
+
+#[derive(Debug, Clone)]
+pub enum PlaneError {
+    /// A field of the request is malformed.
+    Invalid { field: String, message: String },
+    /// The source has not registered with the plane.
+    UnknownSource(String),
+    /// No such Task for this principal (a foreign Task is reported the same way).
+    TaskNotFound(String),
+    /// No such context for this principal.
+    ContextNotFound(String),
+    /// The (principal, messageId) was used before with a different payload.
+    DuplicateMessageId { message_id: String },
+    /// The Task is terminal: it never changes again.
+    TaskTerminal { task_id: String, state: TaskState },
+    /// The Task is not waiting for input, so an explicit continuation cannot attach.
+    NotAwaitingInput { task_id: String, state: TaskState },
+    /// Cancel of a terminal Task.
+    NotCancelable { task_id: String, state: TaskState },
+    /// A message names a Task and a different context.
+    ContextMismatch { task_id: String, context_id: String },
+    /// The operation does not fit the Task's current state (e.g. recording an output
+    /// outside WORKING) or the source's declared capabilities.
+    FailedPrecondition(String),
+    /// A delivery or operation id was reused with a different payload.
+    DeliveryConflict(String),
+    /// The store failed; nothing was recorded.
+    Store(StoreError),
+}
+
+impl fmt::Display for PlaneError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PlaneError::Invalid { field, message } => write!(f, "invalid `{field}`: {message}"),
+            PlaneError::UnknownSource(source) => write!(
+                f,
+                "source `{source}` is not registered with the task plane; register it with its continuation method first"
+            ),
+            PlaneError::TaskNotFound(id) => write!(f, "task {id} not found"),
+            PlaneError::ContextNotFound(id) => write!(f, "context {id} not found"),
+            PlaneError::DuplicateMessageId { message_id } => write!(
+                f,
+                "messageId {message_id} was already used with a different payload; send new work with a new messageId"
+            ),
+            PlaneError::TaskTerminal { task_id, state } => write!(
+                f,
+                "task {task_id} is {} and can no longer change; send a new message without a taskId to start new work",
+                state.as_str()
+            ),
+            PlaneError::NotAwaitingInput { task_id, state } => write!(
+                f,
+                "task {task_id} is {} and is not waiting for input; only a task in input_required or auth_required with an open request can be continued",
+                state.as_str()
+            ),
+            PlaneError::NotCancelable { task_id, state } => write!(
+                f,
+                "task {task_id} is {} and cannot be canceled",
+                state.as_str()
+            ),
+            PlaneError::ContextMismatch { task_id, context_id } => write!(
+                f,
+                "task {task_id} does not belong to context {context_id}; send the task's own contextId or none"
+            ),
+            PlaneError::FailedPrecondition(message) => f.write_str(message),
+            PlaneError::DeliveryConflict(message) => f.write_str(message),
+            PlaneError::Store(err) => err.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for PlaneError {}
+
+impl From<StoreError> for PlaneError {
+    fn from(err: StoreError) -> Self {
+        PlaneError::Store(err)
+    }
+}
+
+impl From<rusqlite::Error> for PlaneError {
+    fn from(err: rusqlite::Error) -> Self {
+        PlaneError::Store(StoreError::from(err))
+    }
+}
+
+impl From<serde_json::Error> for PlaneError {
+    fn from(err: serde_json::Error) -> Self {
+        PlaneError::Store(StoreError::from(err))
+    }
+}
+
+impl From<InvalidIdentifier> for PlaneError {
+    fn from(err: InvalidIdentifier) -> Self {
+        PlaneError::Invalid {
+            field: err.field,
+            message: err.message,
+        }
+    }
+}

@@ -1,0 +1,145 @@
+//! Startup recovery and compaction of operational records.
+//!
+//! Acceptance is one transaction, so a claim is never committed without its Task: there is
+//! no half-accepted claim to finish. What recovery does find is a claim whose Task record
+//! is gone (a store edited or restored by hand): that is a permanent failure, so the claim
+//! is QUARANTINED with unhealthy evidence instead of being offered to the agent.
+//!
+//! Compaction keeps, and only keeps:
+//! - every non-terminal Task, and a terminal Task for [`RETENTION_MS`] after it settled,
+//!   with its history and artifacts;
+//! - claims of retained Tasks (dedupe lives at least as long as the Task), else 30 days;
+//!   once a Task and its claim are gone, the same identity is new work;
+//! - evidence of retained Tasks, else 30 days;
+//! - reply anchors and outbound deliveries of non-terminal Tasks, else 30 days since last
+//!   use; a delivery in `sending` is never pruned;
+//! - a conversation's context for 30 days after its last event, and always while a
+//!   non-terminal Task references it.
+
+use rusqlite::{params, Connection};
+use serde_json::json;
+
+use super::rows;
+use super::PlaneError;
+use crate::clock::DAY_MS;
+
+/// The retention floor for operational records: 30 days.
+pub const RETENTION_MS: i64 = 30 * DAY_MS;
+
+/// Counts of what startup recovery and compaction removed or quarantined.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CompactionReport {
+    pub quarantined_claims: usize,
+    pub tasks: usize,
+    pub claims: usize,
+    pub evidence: usize,
+    pub reply_anchors: usize,
+    pub deliveries: usize,
+    pub contexts: usize,
+}
+
+const TERMINAL: &str = "('completed', 'failed', 'canceled', 'rejected')";
+
+/// Quarantines claims whose Task is missing; returns how many.
+pub(super) fn quarantine_orphaned_claims(
+    conn: &Connection,
+    now_ms: i64,
+) -> Result<usize, PlaneError> {
+    let orphans: Vec<(String, String)> = conn
+        .prepare(
+            "SELECT activation_id, task_id FROM claims c \
+             WHERE task_id IS NOT NULL AND state NOT IN ('QUARANTINED', 'WAKE_FAILED') \
+             AND NOT EXISTS (SELECT 1 FROM tasks t WHERE t.task_id = c.task_id)",
+        )?
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+        .collect::<Result<_, _>>()?;
+    for (activation_id, task_id) in &orphans {
+        let detail = format!("task {task_id} of this claim is missing from the store");
+        rows::push_claim_state(
+            conn,
+            activation_id,
+            "QUARANTINED",
+            None,
+            Some(&detail),
+            now_ms,
+        )?;
+        rows::insert_evidence(
+            conn,
+            "claim_quarantined",
+            false,
+            Some(task_id),
+            Some(activation_id),
+            &json!({ "activationId": activation_id }),
+            &json!({ "kind": "claim_quarantined", "activationId": activation_id, "taskId": task_id, "reason": detail, "at": now_ms }),
+            now_ms,
+        )?;
+    }
+    Ok(orphans.len())
+}
+
+/// Removes what the retention rules allow, as of `now_ms`.
+pub(super) fn compact(
+    conn: &Connection,
+    now_ms: i64,
+    retention_ms: i64,
+) -> Result<CompactionReport, PlaneError> {
+    let cutoff = now_ms - retention_ms;
+    let mut report = CompactionReport::default();
+
+    // Terminal Tasks settled before the window, with their history and artifacts.
+    let old_tasks = format!("SELECT seq FROM tasks WHERE state IN {TERMINAL} AND status_ms < ?1");
+    conn.execute(
+        &format!("DELETE FROM history WHERE task_seq IN ({old_tasks})"),
+        [cutoff],
+    )?;
+    conn.execute(
+        &format!("DELETE FROM artifacts WHERE task_seq IN ({old_tasks})"),
+        [cutoff],
+    )?;
+    report.tasks = conn.execute(
+        &format!("DELETE FROM tasks WHERE state IN {TERMINAL} AND status_ms < ?1"),
+        [cutoff],
+    )?;
+
+    // Claims: kept while their Task is retained, else for the window.
+    let old_claims = "SELECT activation_id FROM claims c WHERE claimed_ms < ?1 \
+         AND (task_id IS NULL OR NOT EXISTS (SELECT 1 FROM tasks t WHERE t.task_id = c.task_id))";
+    conn.execute(
+        &format!("DELETE FROM claim_states WHERE activation_id IN ({old_claims})"),
+        [cutoff],
+    )?;
+    report.claims = conn.execute(
+        "DELETE FROM claims WHERE claimed_ms < ?1 \
+         AND (task_id IS NULL OR NOT EXISTS (SELECT 1 FROM tasks t WHERE t.task_id = claims.task_id))",
+        [cutoff],
+    )?;
+
+    report.evidence = conn.execute(
+        "DELETE FROM evidence WHERE recorded_ms < ?1 \
+         AND (task_id IS NULL OR NOT EXISTS (SELECT 1 FROM tasks t WHERE t.task_id = evidence.task_id))",
+        [cutoff],
+    )?;
+
+    let live_task = format!("SELECT task_id FROM tasks WHERE state NOT IN {TERMINAL}");
+    report.reply_anchors = conn.execute(
+        &format!(
+            "DELETE FROM reply_anchors WHERE recorded_ms < ?1 AND task_id NOT IN ({live_task})"
+        ),
+        [cutoff],
+    )?;
+    report.deliveries = conn.execute(
+        &format!(
+            "DELETE FROM deliveries WHERE updated_ms < ?1 AND state <> 'sending' \
+             AND (task_id IS NULL OR task_id NOT IN ({live_task}))"
+        ),
+        [cutoff],
+    )?;
+    report.contexts = conn.execute(
+        &format!(
+            "DELETE FROM contexts WHERE last_event_ms < ?1 \
+             AND context_id NOT IN (SELECT context_id FROM tasks WHERE state NOT IN {TERMINAL})"
+        ),
+        params![cutoff],
+    )?;
+    Ok(report)
+}

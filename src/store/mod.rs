@@ -1,0 +1,530 @@
+//! The durable store: one SQLite database per store root, written by one thread.
+//!
+//! - **One writer.** A dedicated thread owns the only write connection and is fed jobs
+//!   through a channel. It drains whatever is queued into one transaction (each job in its
+//!   own savepoint, so one job's failure does not undo another's), commits once, and only
+//!   then answers every caller: concurrent intakes share one fsync (group commit), and no
+//!   caller hears "done" before its records are durable.
+//! - **Readers** use their own read-only connections (WAL lets them run beside the writer
+//!   and see only committed data).
+//! - **One process per root.** Opening takes an exclusive `flock` on `<root>/lock`; a
+//!   second opener (another process, or the same one before `close()`) fails at once with
+//!   an error naming the root and the holder's pid.
+//! - WAL with `synchronous=FULL`; the root is mode 0700 and its files 0600.
+//!
+//! See `CONCURRENCY.md` beside this file for who owns what.
+
+mod faults;
+mod schema;
+
+use std::fmt;
+use std::fs::{self, File, OpenOptions};
+use std::io::{Read, Seek, Write};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::{self, Receiver, SyncSender};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+
+use rusqlite::{Connection, OpenFlags};
+use tokio::sync::oneshot;
+
+pub use faults::{FaultAction, Faults, ACCEPTANCE_STEPS};
+pub use schema::SCHEMA_VERSION;
+
+/// The database file inside a store root.
+pub const DB_FILE: &str = "task-plane.sqlite3";
+/// The lock file inside a store root.
+pub const LOCK_FILE: &str = "lock";
+
+/// How many queued writes one commit may carry.
+const MAX_BATCH: usize = 512;
+/// Queued writes beyond this make callers wait (back-pressure instead of unbounded memory).
+const QUEUE_DEPTH: usize = 4096;
+/// Read connections kept open for reuse.
+const MAX_IDLE_READERS: usize = 8;
+
+/// A failure of the store itself (not of a rule).
+#[derive(Debug, Clone)]
+pub enum StoreError {
+    /// Another process (or this one, before `close()`) holds the root.
+    Locked { root: PathBuf, holder: String },
+    /// The root or a file in it could not be created, opened or locked.
+    Io { path: PathBuf, message: String },
+    /// SQLite refused (disk full, I/O error, read-only, busy, corrupt).
+    Sqlite(String),
+    /// The schema is newer than this build.
+    Schema(String),
+    /// A stored record could not be decoded.
+    Corrupt(String),
+    /// The store was closed.
+    Closed,
+    /// A failure injected by a test (`Faults`).
+    Injected(String),
+}
+
+impl fmt::Display for StoreError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StoreError::Locked { root, holder } => write!(
+                f,
+                "task-plane store {} is already open ({holder}); only one process may open a store root at a time: \
+                 close the other Pi, or give this one its own root with CHANNELS_TASK_STORE_PATH",
+                root.display()
+            ),
+            StoreError::Io { path, message } => write!(f, "task-plane store: {}: {message}", path.display()),
+            StoreError::Sqlite(message) => write!(f, "task-plane store: {message}"),
+            StoreError::Schema(message) => write!(f, "task-plane store: {message}"),
+            StoreError::Corrupt(message) => write!(f, "task-plane store: a stored record is unreadable: {message}"),
+            StoreError::Closed => write!(f, "task-plane store is closed"),
+            StoreError::Injected(step) => write!(f, "task-plane store: injected failure at step `{step}`"),
+        }
+    }
+}
+
+impl std::error::Error for StoreError {}
+
+impl From<rusqlite::Error> for StoreError {
+    fn from(err: rusqlite::Error) -> Self {
+        StoreError::Sqlite(err.to_string())
+    }
+}
+
+impl From<serde_json::Error> for StoreError {
+    fn from(err: serde_json::Error) -> Self {
+        StoreError::Corrupt(err.to_string())
+    }
+}
+
+/// Options for [`Store::open`].
+#[derive(Clone, Default)]
+pub struct StoreOptions {
+    /// Test-only failure injection at named steps of a write.
+    pub faults: Option<Arc<Faults>>,
+}
+
+/// A write transaction as a job sees it: the connection plus the fault-injection hook.
+pub struct WriteTx<'a> {
+    conn: &'a Connection,
+    faults: Option<&'a Faults>,
+}
+
+impl WriteTx<'_> {
+    pub fn conn(&self) -> &Connection {
+        self.conn
+    }
+
+    /// Marks a named step of the write; a test's [`Faults`] may crash or fail the process
+    /// here. Free when no faults are configured.
+    pub fn step(&self, name: &str) -> Result<(), StoreError> {
+        match self.faults {
+            Some(faults) => faults.at(name),
+            None => Ok(()),
+        }
+    }
+}
+
+type Completion = Box<dyn FnOnce(Option<StoreError>) + Send>;
+
+/// A queued write, type-erased.
+trait Job: Send {
+    /// Runs inside the batch transaction. Returns whether it succeeded (its savepoint is
+    /// released, else rolled back) and what to do once the commit's fate is known.
+    fn run(self: Box<Self>, tx: &WriteTx<'_>) -> (bool, Completion);
+    /// The batch could not start: answer with this error.
+    fn abort(self: Box<Self>, err: StoreError);
+}
+
+struct TypedJob<F, R, E> {
+    work: F,
+    reply: oneshot::Sender<Result<R, E>>,
+}
+
+impl<F, R, E> Job for TypedJob<F, R, E>
+where
+    F: FnOnce(&WriteTx<'_>) -> Result<R, E> + Send,
+    R: Send + 'static,
+    E: From<StoreError> + Send + 'static,
+{
+    fn run(self: Box<Self>, tx: &WriteTx<'_>) -> (bool, Completion) {
+        let TypedJob { work, reply } = *self;
+        let result = work(tx);
+        let ok = result.is_ok();
+        let completion: Completion = Box::new(move |commit_error| {
+            let result = match (result, commit_error) {
+                (Ok(_), Some(err)) => Err(E::from(err)),
+                (result, _) => result,
+            };
+            // The caller may have gone away; its records are committed (or not) either way.
+            let _ = reply.send(result);
+        });
+        (ok, completion)
+    }
+
+    fn abort(self: Box<Self>, err: StoreError) {
+        let _ = self.reply.send(Err(E::from(err)));
+    }
+}
+
+struct Shared {
+    root: PathBuf,
+    db_path: PathBuf,
+    sender: Mutex<Option<SyncSender<Box<dyn Job>>>>,
+    writer: Mutex<Option<JoinHandle<()>>>,
+    readers: Mutex<Vec<Connection>>,
+    lock: Mutex<Option<File>>,
+}
+
+/// A handle on an open store root. Cheap to clone; `close()` on any clone closes it.
+#[derive(Clone)]
+pub struct Store {
+    shared: Arc<Shared>,
+}
+
+impl Store {
+    /// Opens (creating if needed) the store at `root`, takes its lock, migrates the schema
+    /// and starts the writer thread.
+    pub fn open(root: &Path, options: StoreOptions) -> Result<Store, StoreError> {
+        let io = |path: &Path, what: &str, err: std::io::Error| StoreError::Io {
+            path: path.to_path_buf(),
+            message: format!("{what}: {err}"),
+        };
+        fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(root)
+            .map_err(|e| io(root, "cannot create the store directory", e))?;
+        let meta =
+            fs::metadata(root).map_err(|e| io(root, "cannot read the store directory", e))?;
+        if !meta.is_dir() {
+            return Err(StoreError::Io {
+                path: root.to_path_buf(),
+                message: "is not a directory; CHANNELS_TASK_STORE_PATH must name a directory"
+                    .into(),
+            });
+        }
+        fs::set_permissions(root, fs::Permissions::from_mode(0o700))
+            .map_err(|e| io(root, "cannot set mode 0700 on the store directory", e))?;
+
+        let lock = take_lock(root)?;
+
+        let db_path = root.join(DB_FILE);
+        // Create the database file 0600 ourselves: SQLite gives its -wal and -shm files the
+        // database file's mode.
+        OpenOptions::new()
+            .create(true)
+            .append(true)
+            .mode(0o600)
+            .open(&db_path)
+            .map_err(|e| io(&db_path, "cannot create the database file", e))?;
+
+        let mut conn = Connection::open_with_flags(
+            &db_path,
+            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )?;
+        configure(&conn)?;
+        let mode: String = conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))?;
+        if !mode.eq_ignore_ascii_case("wal") {
+            return Err(StoreError::Sqlite(format!(
+                "{} could not be switched to WAL mode (got {mode})",
+                db_path.display()
+            )));
+        }
+        schema::migrate(&mut conn, &db_path)?;
+        for suffix in ["", "-wal", "-shm"] {
+            let path = PathBuf::from(format!("{}{suffix}", db_path.display()));
+            if path.exists() {
+                fs::set_permissions(&path, fs::Permissions::from_mode(0o600))
+                    .map_err(|e| io(&path, "cannot set mode 0600", e))?;
+            }
+        }
+
+        let (sender, receiver) = mpsc::sync_channel::<Box<dyn Job>>(QUEUE_DEPTH);
+        let faults = options.faults.clone();
+        let writer = std::thread::Builder::new()
+            .name("task-plane-writer".into())
+            .spawn(move || writer_loop(conn, receiver, faults))
+            .map_err(|e| io(root, "cannot start the writer thread", e))?;
+
+        Ok(Store {
+            shared: Arc::new(Shared {
+                root: root.to_path_buf(),
+                db_path,
+                sender: Mutex::new(Some(sender)),
+                writer: Mutex::new(Some(writer)),
+                readers: Mutex::new(Vec::new()),
+                lock: Mutex::new(Some(lock)),
+            }),
+        })
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.shared.root
+    }
+
+    pub fn db_path(&self) -> &Path {
+        &self.shared.db_path
+    }
+
+    fn enqueue<F, R, E>(&self, work: F) -> Result<oneshot::Receiver<Result<R, E>>, E>
+    where
+        F: FnOnce(&WriteTx<'_>) -> Result<R, E> + Send + 'static,
+        R: Send + 'static,
+        E: From<StoreError> + Send + 'static,
+    {
+        let (reply, receiver) = oneshot::channel();
+        let sender = self
+            .shared
+            .sender
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+            .ok_or_else(|| E::from(StoreError::Closed))?;
+        sender
+            .send(Box::new(TypedJob { work, reply }))
+            .map_err(|_| E::from(StoreError::Closed))?;
+        Ok(receiver)
+    }
+
+    /// Runs `work` in the writer's transaction and waits until it is committed (fsynced).
+    /// Must not be called from inside an async runtime; use [`Store::write_async`] there.
+    pub fn write<F, R, E>(&self, work: F) -> Result<R, E>
+    where
+        F: FnOnce(&WriteTx<'_>) -> Result<R, E> + Send + 'static,
+        R: Send + 'static,
+        E: From<StoreError> + Send + 'static,
+    {
+        self.enqueue(work)?
+            .blocking_recv()
+            .unwrap_or_else(|_| Err(E::from(StoreError::Closed)))
+    }
+
+    /// [`Store::write`] for async callers.
+    pub async fn write_async<F, R, E>(&self, work: F) -> Result<R, E>
+    where
+        F: FnOnce(&WriteTx<'_>) -> Result<R, E> + Send + 'static,
+        R: Send + 'static,
+        E: From<StoreError> + Send + 'static,
+    {
+        self.enqueue(work)?
+            .await
+            .unwrap_or_else(|_| Err(E::from(StoreError::Closed)))
+    }
+
+    /// Runs `read` on a read-only connection (committed data only).
+    pub fn read<R, E>(&self, read: impl FnOnce(&Connection) -> Result<R, E>) -> Result<R, E>
+    where
+        E: From<StoreError>,
+    {
+        if self
+            .shared
+            .sender
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_none()
+        {
+            return Err(E::from(StoreError::Closed));
+        }
+        let pooled = self
+            .shared
+            .readers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .pop();
+        let conn = match pooled {
+            Some(conn) => conn,
+            None => open_reader(&self.shared.db_path).map_err(E::from)?,
+        };
+        let result = read(&conn);
+        let mut idle = self
+            .shared
+            .readers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if idle.len() < MAX_IDLE_READERS {
+            idle.push(conn);
+        }
+        result
+    }
+
+    /// Stops the writer after the writes already queued, closes every connection and
+    /// releases the root's lock. Idempotent.
+    pub fn close(&self) {
+        let sender = self
+            .shared
+            .sender
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        drop(sender);
+        let writer = self
+            .shared
+            .writer
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        if let Some(writer) = writer {
+            let _ = writer.join();
+        }
+        self.shared
+            .readers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clear();
+        // Closing the file releases the flock.
+        self.shared
+            .lock
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.shared
+            .sender
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_none()
+    }
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        // The last handle went away without close(): stop the writer all the same.
+        self.sender
+            .get_mut()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        if let Some(writer) = self
+            .writer
+            .get_mut()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+        {
+            let _ = writer.join();
+        }
+    }
+}
+
+fn configure(conn: &Connection) -> Result<(), StoreError> {
+    conn.busy_timeout(std::time::Duration::from_secs(5))?;
+    conn.pragma_update(None, "synchronous", "FULL")?;
+    conn.pragma_update(None, "foreign_keys", "OFF")?;
+    Ok(())
+}
+
+fn open_reader(db_path: &Path) -> Result<Connection, StoreError> {
+    let conn = Connection::open_with_flags(
+        db_path,
+        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )?;
+    conn.busy_timeout(std::time::Duration::from_secs(5))?;
+    Ok(conn)
+}
+
+fn take_lock(root: &Path) -> Result<File, StoreError> {
+    let path = root.join(LOCK_FILE);
+    let mut file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .open(&path)
+        .map_err(|e| StoreError::Io {
+            path: path.clone(),
+            message: format!("cannot open the lock file: {e}"),
+        })?;
+    match file.try_lock() {
+        Ok(()) => {}
+        Err(fs::TryLockError::WouldBlock) => {
+            let mut holder = String::new();
+            let _ = file.read_to_string(&mut holder);
+            let holder = match holder.trim() {
+                "" => "by another opener".to_string(),
+                pid => format!("held by pid {pid}"),
+            };
+            return Err(StoreError::Locked {
+                root: root.to_path_buf(),
+                holder,
+            });
+        }
+        Err(fs::TryLockError::Error(e)) => {
+            return Err(StoreError::Io {
+                path,
+                message: format!("cannot lock: {e}"),
+            })
+        }
+    }
+    // Record the holder for the next opener's error message.
+    let pid = std::process::id().to_string();
+    let _ = file.set_len(0);
+    let _ = file.rewind();
+    let _ = file.write_all(pid.as_bytes());
+    Ok(file)
+}
+
+fn writer_loop(conn: Connection, receiver: Receiver<Box<dyn Job>>, faults: Option<Arc<Faults>>) {
+    let faults = faults.as_deref();
+    while let Ok(first) = receiver.recv() {
+        let mut batch = Vec::with_capacity(16);
+        batch.push(first);
+        while batch.len() < MAX_BATCH {
+            match receiver.try_recv() {
+                Ok(job) => batch.push(job),
+                Err(_) => break,
+            }
+        }
+        if let Err(err) = conn.execute_batch("BEGIN IMMEDIATE") {
+            let err = StoreError::from(err);
+            for job in batch {
+                job.abort(err.clone());
+            }
+            continue;
+        }
+        let tx = WriteTx {
+            conn: &conn,
+            faults,
+        };
+        let mut completions = Vec::with_capacity(batch.len());
+        let mut broken: Option<StoreError> = None;
+        for job in batch {
+            if let Some(err) = &broken {
+                job.abort(err.clone());
+                continue;
+            }
+            if let Err(err) = conn.execute_batch("SAVEPOINT job") {
+                let err = StoreError::from(err);
+                job.abort(err.clone());
+                broken = Some(err);
+                continue;
+            }
+            let (ok, completion) = job.run(&tx);
+            let end = if ok {
+                conn.execute_batch("RELEASE job")
+            } else {
+                conn.execute_batch("ROLLBACK TO job; RELEASE job")
+            };
+            completions.push(completion);
+            if let Err(err) = end {
+                broken = Some(StoreError::from(err));
+            }
+        }
+        let outcome = match broken {
+            Some(err) => Err(err),
+            None => tx
+                .step("commit")
+                .and_then(|_| conn.execute_batch("COMMIT").map_err(StoreError::from)),
+        };
+        match outcome {
+            Ok(()) => completions.into_iter().for_each(|c| c(None)),
+            Err(err) => {
+                // Nothing of this batch is durable: every caller hears the error.
+                let _ = conn.execute_batch("ROLLBACK");
+                completions.into_iter().for_each(|c| c(Some(err.clone())));
+            }
+        }
+    }
+    // Fold the WAL back into the database so the root is compact when closed.
+    let _ = conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE)");
+}

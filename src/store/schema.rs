@@ -1,0 +1,164 @@
+//! The SQLite schema and its migrations. `PRAGMA user_version` is the schema version; each
+//! migration moves it up by one inside the transaction that applies it.
+
+use rusqlite::Connection;
+
+use super::StoreError;
+
+/// The schema version this build writes.
+pub const SCHEMA_VERSION: i64 = 1;
+
+const V1: &str = r#"
+-- (principal, source, conversationKey) -> contextId, plus contexts minted without a key.
+CREATE TABLE contexts (
+  context_id       TEXT PRIMARY KEY,
+  principal        TEXT NOT NULL,
+  source           TEXT NOT NULL,
+  conversation_key TEXT,
+  created_ms       INTEGER NOT NULL,
+  last_event_ms    INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE UNIQUE INDEX contexts_by_conversation
+  ON contexts(principal, source, conversation_key) WHERE conversation_key IS NOT NULL;
+CREATE INDEX contexts_by_last_event ON contexts(last_event_ms);
+
+CREATE TABLE tasks (
+  seq                INTEGER PRIMARY KEY,
+  task_id            TEXT NOT NULL UNIQUE,
+  principal          TEXT NOT NULL,
+  context_id         TEXT NOT NULL,
+  source             TEXT NOT NULL,
+  continuation       TEXT NOT NULL,
+  state              TEXT NOT NULL,
+  status_message     TEXT,
+  status_ms          INTEGER NOT NULL,
+  created_ms         INTEGER NOT NULL,
+  input_request_seq  INTEGER NOT NULL DEFAULT 0,
+  input_request_open INTEGER NOT NULL DEFAULT 0,
+  extensions         TEXT NOT NULL DEFAULT '[]',
+  history_len        INTEGER NOT NULL DEFAULT 0,
+  artifact_len       INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX tasks_by_principal ON tasks(principal, status_ms DESC, seq DESC);
+CREATE INDEX tasks_by_context ON tasks(context_id, status_ms DESC, seq DESC);
+CREATE INDEX tasks_by_state ON tasks(state, status_ms);
+
+CREATE TABLE history (
+  task_seq INTEGER NOT NULL,
+  n        INTEGER NOT NULL,
+  body     TEXT NOT NULL,
+  PRIMARY KEY (task_seq, n)
+) WITHOUT ROWID;
+
+CREATE TABLE artifacts (
+  task_seq    INTEGER NOT NULL,
+  n           INTEGER NOT NULL,
+  artifact_id TEXT NOT NULL,
+  body        TEXT NOT NULL,
+  PRIMARY KEY (task_seq, n)
+) WITHOUT ROWID;
+
+-- The activation journal: one claim per (principal, dedupe key); the dedupe authority.
+CREATE TABLE claims (
+  activation_id        TEXT PRIMARY KEY,
+  principal            TEXT NOT NULL,
+  dedupe_key           TEXT NOT NULL,
+  source               TEXT NOT NULL,
+  route                TEXT NOT NULL,
+  task_id              TEXT,
+  context_id           TEXT NOT NULL,
+  digest               TEXT NOT NULL,
+  requested_context_id TEXT,
+  requested_task_id    TEXT,
+  direct_reply         TEXT,
+  state                TEXT NOT NULL,
+  deliveries           INTEGER NOT NULL DEFAULT 0,
+  claimed_ms           INTEGER NOT NULL,
+  UNIQUE (principal, dedupe_key)
+) WITHOUT ROWID;
+CREATE INDEX claims_by_task ON claims(task_id, claimed_ms) WHERE task_id IS NOT NULL;
+CREATE INDEX claims_by_time ON claims(claimed_ms);
+
+-- Each claim's state records, in order: ACCEPTED, WOKEN, WAKE_DELIVERED n, WAKE_FAILED,
+-- QUARANTINED.
+CREATE TABLE claim_states (
+  activation_id TEXT NOT NULL,
+  n             INTEGER NOT NULL,
+  kind          TEXT NOT NULL,
+  count         INTEGER,
+  at_ms         INTEGER NOT NULL,
+  detail        TEXT,
+  PRIMARY KEY (activation_id, n)
+) WITHOUT ROWID;
+
+-- Content-addressed evidence (`sha256:<hex>` of the content) with its locator.
+CREATE TABLE evidence (
+  evidence_id   TEXT PRIMARY KEY,
+  kind          TEXT NOT NULL,
+  healthy       INTEGER NOT NULL,
+  task_id       TEXT,
+  activation_id TEXT,
+  locator       TEXT NOT NULL,
+  content       TEXT NOT NULL,
+  recorded_ms   INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX evidence_by_task ON evidence(task_id) WHERE task_id IS NOT NULL;
+CREATE INDEX evidence_by_time ON evidence(recorded_ms);
+
+-- (principal, source, providerResponseId) -> taskId, for the input request it answered.
+CREATE TABLE reply_anchors (
+  principal            TEXT NOT NULL,
+  source               TEXT NOT NULL,
+  provider_response_id TEXT NOT NULL,
+  task_id              TEXT NOT NULL,
+  input_request_seq    INTEGER NOT NULL,
+  recorded_ms          INTEGER NOT NULL,
+  PRIMARY KEY (principal, source, provider_response_id)
+) WITHOUT ROWID;
+CREATE INDEX reply_anchors_by_time ON reply_anchors(recorded_ms);
+
+CREATE TABLE deliveries (
+  delivery_id          TEXT PRIMARY KEY,
+  principal            TEXT NOT NULL,
+  source               TEXT NOT NULL,
+  task_id              TEXT,
+  operation_id         TEXT NOT NULL,
+  payload_digest       TEXT NOT NULL,
+  recovery             TEXT NOT NULL,
+  state                TEXT NOT NULL,
+  provider_response_id TEXT,
+  attempts             INTEGER NOT NULL DEFAULT 0,
+  detail               TEXT,
+  created_ms           INTEGER NOT NULL,
+  updated_ms           INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE UNIQUE INDEX deliveries_by_operation ON deliveries(source, operation_id);
+CREATE INDEX deliveries_by_time ON deliveries(updated_ms);
+
+CREATE TABLE checkpoints (
+  principal  TEXT NOT NULL,
+  source     TEXT NOT NULL,
+  cursor     TEXT NOT NULL,
+  updated_ms INTEGER NOT NULL,
+  PRIMARY KEY (principal, source)
+) WITHOUT ROWID;
+"#;
+
+/// Brings the schema to [`SCHEMA_VERSION`]. Refuses a store written by a newer build.
+pub fn migrate(conn: &mut Connection, path: &std::path::Path) -> Result<(), StoreError> {
+    let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+    if version > SCHEMA_VERSION {
+        return Err(StoreError::Schema(format!(
+            "{} has schema version {version}, but this build only knows up to {SCHEMA_VERSION}: \
+             it was written by a newer a2a-task-plane; upgrade the package (stores are never downgraded)",
+            path.display()
+        )));
+    }
+    if version < 1 {
+        let tx = conn.transaction()?;
+        tx.execute_batch(V1)?;
+        tx.pragma_update(None, "user_version", 1)?;
+        tx.commit()?;
+    }
+    Ok(())
+}

@@ -1,0 +1,112 @@
+//! Helpers shared by the integration tests: temporary store roots and plane builders.
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use a2a_task_plane::clock::ManualClock;
+use a2a_task_plane::plane::{Activation, PlaneOptions, TaskPlane};
+use a2a_task_plane::record::{MessageRecord, PartRecord, Role};
+
+/// A temporary directory removed on drop.
+pub struct TempRoot(PathBuf);
+
+impl TempRoot {
+    pub fn new(tag: &str) -> Self {
+        let dir = std::env::temp_dir().join(format!("tp-{tag}-{}-{}", std::process::id(), uuid()));
+        std::fs::create_dir_all(&dir).unwrap();
+        TempRoot(dir)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+
+    /// The store root inside the temporary directory (created by the store itself).
+    pub fn store(&self) -> PathBuf {
+        self.0.join("store")
+    }
+}
+
+impl Drop for TempRoot {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn uuid() -> String {
+    a2a_task_plane::ids::mint()
+}
+
+pub const T0: i64 = 1_800_000_000_000;
+
+pub fn open_with_clock(root: &Path, clock: &ManualClock) -> TaskPlane {
+    TaskPlane::open(
+        root,
+        PlaneOptions {
+            clock: Arc::new(clock.clone()),
+            ..PlaneOptions::default()
+        },
+    )
+    .unwrap()
+}
+
+pub fn open(root: &Path) -> TaskPlane {
+    TaskPlane::open(root, PlaneOptions::default()).unwrap()
+}
+
+pub fn user(message_id: &str, text: &str) -> MessageRecord {
+    MessageRecord::user_text(message_id, text)
+}
+
+pub fn agent(text: &str) -> MessageRecord {
+    MessageRecord::agent(vec![PartRecord::text(text)])
+}
+
+pub fn native(
+    principal: &str,
+    source: &str,
+    event_id: &str,
+    conversation: Option<&str>,
+    text: &str,
+) -> Activation {
+    Activation {
+        principal: principal.into(),
+        source: source.into(),
+        event_id: event_id.into(),
+        conversation_key: conversation.map(str::to_string),
+        reply_to: None,
+        locator: BTreeMap::from([("event".to_string(), format!("raw/{event_id}"))]),
+        message: MessageRecord {
+            message_id: format!("{source}-{event_id}"),
+            role: Role::User,
+            parts: vec![PartRecord::text(text)],
+            metadata: None,
+            extensions: Vec::new(),
+            reference_task_ids: Vec::new(),
+        },
+    }
+}
+
+pub fn reply(
+    principal: &str,
+    source: &str,
+    event_id: &str,
+    conversation: &str,
+    reply_to: &str,
+    text: &str,
+) -> Activation {
+    Activation {
+        reply_to: Some(reply_to.to_string()),
+        ..native(principal, source, event_id, Some(conversation), text)
+    }
+}
+
+/// Rows in a table (through a fresh read-only connection, outside the plane).
+pub fn count(db: &Path, sql: &str) -> i64 {
+    let conn =
+        rusqlite::Connection::open_with_flags(db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .unwrap();
+    conn.query_row(sql, [], |r| r.get(0)).unwrap()
+}
