@@ -1,0 +1,285 @@
+//! Startup compaction keeps exactly what the contract says, under an injected clock.
+
+mod common;
+
+use a2a_task_plane::clock::{ManualClock, DAY_MS};
+use a2a_task_plane::plane::{
+    DeliveryOutcome, DeliveryRequest, Disposition, InterruptKind, Recovery, TaskPlane,
+};
+use a2a_task_plane::record::{Continuation, TaskState};
+use common::*;
+
+fn reopen(plane: TaskPlane, root: &std::path::Path, clock: &ManualClock) -> TaskPlane {
+    plane.close();
+    let plane = open_with_clock(root, clock);
+    plane
+        .register_source("mail", Continuation::ReplyAnchors)
+        .unwrap();
+    plane
+}
+
+#[test]
+fn a_terminal_task_and_its_claim_are_kept_thirty_days_then_the_identity_is_new_work() {
+    let tmp = TempRoot::new("ret-terminal");
+    let clock = ManualClock::new(T0);
+    let plane = open_with_clock(&tmp.store(), &clock);
+    let first = plane
+        .accept_in_context("alice", None, user("m-1", "x"), vec![])
+        .unwrap();
+    let task = first.task_id.clone().unwrap();
+    plane.complete(&task, vec![], Some(agent("done"))).unwrap();
+
+    clock.advance(29 * DAY_MS);
+    let plane = reopen(plane, &tmp.store(), &clock);
+    assert!(plane
+        .get_task("alice", &task, None, false)
+        .unwrap()
+        .is_some());
+    let dup = plane
+        .accept_in_context("alice", None, user("m-1", "x"), vec![])
+        .unwrap();
+    assert_eq!(
+        dup.disposition,
+        Disposition::Duplicate,
+        "dedupe lives as long as the Task"
+    );
+
+    clock.advance(2 * DAY_MS);
+    let plane = reopen(plane, &tmp.store(), &clock);
+    assert!(plane.startup_report().tasks >= 1);
+    assert!(
+        plane
+            .get_task("alice", &task, None, false)
+            .unwrap()
+            .is_none(),
+        "pruned after 30 days"
+    );
+    let again = plane
+        .accept_in_context("alice", None, user("m-1", "x"), vec![])
+        .unwrap();
+    assert_eq!(
+        again.disposition,
+        Disposition::Created,
+        "the same identity is new work once pruned"
+    );
+    assert_ne!(again.task_id.as_deref(), Some(task.as_str()));
+    let db = plane.store().db_path().to_path_buf();
+    assert_eq!(
+        count(&db, "SELECT COUNT(*) FROM history"),
+        1,
+        "the pruned Task's history went with it"
+    );
+}
+
+#[test]
+fn a_non_terminal_task_keeps_its_claim_context_anchor_and_evidence_past_the_window() {
+    let tmp = TempRoot::new("ret-live");
+    let clock = ManualClock::new(T0);
+    let plane = open_with_clock(&tmp.store(), &clock);
+    plane
+        .register_source("mail", Continuation::ReplyAnchors)
+        .unwrap();
+    let event = native("alice", "mail", "ev-1", Some("thread-1"), "x");
+    let task = plane.accept(event.clone()).unwrap().task_id.unwrap();
+    plane.start_work(&task).unwrap();
+    plane
+        .require_input(&task, InterruptKind::InputRequired, agent("which?"))
+        .unwrap();
+    plane
+        .record_reply_anchor("alice", "mail", "resp-1", &task)
+        .unwrap();
+
+    clock.advance(90 * DAY_MS);
+    let plane = reopen(plane, &tmp.store(), &clock);
+    let dup = plane.accept(event).unwrap();
+    assert_eq!(dup.disposition, Disposition::Duplicate);
+    assert_eq!(dup.task_id.as_deref(), Some(task.as_str()));
+    assert_eq!(
+        plane.evidence_for_task(&task).unwrap().len(),
+        1,
+        "the activation's evidence is kept"
+    );
+    // The anchor still works: the reply continues the Task in the kept context.
+    let continued = plane
+        .continue_activation(reply("alice", "mail", "ev-2", "thread-1", "resp-1", "foo"))
+        .unwrap();
+    assert_eq!(continued.disposition, Disposition::Continued);
+    assert_eq!(continued.context_id, dup.context_id);
+}
+
+#[test]
+fn a_conversation_context_lives_thirty_days_after_its_last_event() {
+    let tmp = TempRoot::new("ret-context");
+    let clock = ManualClock::new(T0);
+    let plane = open_with_clock(&tmp.store(), &clock);
+    plane
+        .register_source("mail", Continuation::ReplyAnchors)
+        .unwrap();
+    let first = plane
+        .accept(native("alice", "mail", "ev-1", Some("thread-1"), "x"))
+        .unwrap();
+    plane
+        .complete(first.task_id.as_deref().unwrap(), vec![], None)
+        .unwrap();
+    clock.advance(20 * DAY_MS);
+    // A later event in the conversation moves its window on.
+    let second = plane
+        .accept(native("alice", "mail", "ev-2", Some("thread-1"), "y"))
+        .unwrap();
+    assert_eq!(second.context_id, first.context_id);
+    plane
+        .complete(second.task_id.as_deref().unwrap(), vec![], None)
+        .unwrap();
+
+    clock.advance(20 * DAY_MS);
+    let plane = reopen(plane, &tmp.store(), &clock);
+    let third = plane
+        .accept(native("alice", "mail", "ev-3", Some("thread-1"), "z"))
+        .unwrap();
+    assert_eq!(
+        third.context_id, first.context_id,
+        "40 days after the first event, 20 after the last"
+    );
+    plane
+        .complete(third.task_id.as_deref().unwrap(), vec![], None)
+        .unwrap();
+
+    clock.advance(31 * DAY_MS);
+    let plane = reopen(plane, &tmp.store(), &clock);
+    assert!(plane.startup_report().contexts >= 1);
+    let fourth = plane
+        .accept(native("alice", "mail", "ev-4", Some("thread-1"), "w"))
+        .unwrap();
+    assert_ne!(
+        fourth.context_id, first.context_id,
+        "the mapping expired 30 days after the last event"
+    );
+}
+
+#[test]
+fn a_context_referenced_by_a_non_terminal_task_is_never_pruned() {
+    let tmp = TempRoot::new("ret-context-live");
+    let clock = ManualClock::new(T0);
+    let plane = open_with_clock(&tmp.store(), &clock);
+    plane
+        .register_source("mail", Continuation::ReplyAnchors)
+        .unwrap();
+    let first = plane
+        .accept(native("alice", "mail", "ev-1", Some("thread-1"), "x"))
+        .unwrap();
+    clock.advance(365 * DAY_MS);
+    let plane = reopen(plane, &tmp.store(), &clock);
+    let later = plane
+        .accept(native("alice", "mail", "ev-2", Some("thread-1"), "y"))
+        .unwrap();
+    assert_eq!(later.context_id, first.context_id);
+    let state = plane
+        .get_task("alice", first.task_id.as_deref().unwrap(), Some(0), false)
+        .unwrap()
+        .unwrap()
+        .state;
+    assert_eq!(state, TaskState::Submitted);
+}
+
+#[test]
+fn deliveries_and_evidence_follow_the_window_and_sending_is_never_pruned() {
+    let tmp = TempRoot::new("ret-delivery");
+    let clock = ManualClock::new(T0);
+    let plane = open_with_clock(&tmp.store(), &clock);
+    let request = |id: &str| DeliveryRequest {
+        delivery_id: id.into(),
+        principal: "alice".into(),
+        source: "mail".into(),
+        task_id: None,
+        operation_id: format!("op-{id}"),
+        payload_digest: a2a_task_plane::plane::content_address(id.as_bytes()),
+        recovery: Recovery::IdempotencyKey,
+    };
+    let done = plane
+        .deliver(request("d-1"), None, || Ok("resp-1".into()))
+        .unwrap();
+    assert!(matches!(
+        done,
+        DeliveryOutcome::Delivered { sent_now: true, .. }
+    ));
+    let standalone = plane
+        .record_evidence(
+            "note",
+            true,
+            None,
+            &Default::default(),
+            serde_json::json!({"n": 1}),
+        )
+        .unwrap();
+    // A delivery caught mid-send (a crash would leave it so).
+    plane
+        .store()
+        .write(|tx| {
+            tx.conn().execute(
+                "INSERT INTO deliveries (delivery_id, principal, source, task_id, operation_id, payload_digest, recovery, state, created_ms, updated_ms) \
+                 VALUES ('d-2', 'alice', 'mail', NULL, 'op-d-2', 'sha256:00', 'lookup', 'sending', ?1, ?1)",
+                [T0],
+            )?;
+            Ok::<_, a2a_task_plane::store::StoreError>(())
+        })
+        .unwrap();
+
+    clock.advance(31 * DAY_MS);
+    let plane = reopen(plane, &tmp.store(), &clock);
+    assert_eq!(
+        plane.delivery_state("d-1").unwrap(),
+        None,
+        "a delivered delivery past the window is pruned"
+    );
+    assert_eq!(
+        plane.delivery_state("d-2").unwrap().map(|s| s.0).as_deref(),
+        Some("sending")
+    );
+    let db = plane.store().db_path().to_path_buf();
+    assert_eq!(
+        count(
+            &db,
+            &format!("SELECT COUNT(*) FROM evidence WHERE evidence_id = '{standalone}'")
+        ),
+        0
+    );
+}
+
+#[test]
+fn startup_quarantines_a_claim_whose_task_is_missing() {
+    let tmp = TempRoot::new("ret-orphan");
+    let clock = ManualClock::new(T0);
+    let plane = open_with_clock(&tmp.store(), &clock);
+    let acc = plane
+        .accept_in_context("alice", None, user("m-1", "x"), vec![])
+        .unwrap();
+    let task = acc.task_id.unwrap();
+    plane
+        .store()
+        .write(move |tx| {
+            tx.conn()
+                .execute("DELETE FROM tasks WHERE task_id = ?1", [&task])?;
+            Ok::<_, a2a_task_plane::store::StoreError>(())
+        })
+        .unwrap();
+    let plane = reopen(plane, &tmp.store(), &clock);
+    assert_eq!(plane.startup_report().quarantined_claims, 1);
+    let db = plane.store().db_path().to_path_buf();
+    assert_eq!(
+        count(
+            &db,
+            "SELECT COUNT(*) FROM claims WHERE state = 'QUARANTINED'"
+        ),
+        1
+    );
+    assert_eq!(
+        count(
+            &db,
+            "SELECT COUNT(*) FROM evidence WHERE healthy = 0 AND kind = 'claim_quarantined'"
+        ),
+        1
+    );
+    // Recovery is idempotent: the next start finds nothing new.
+    let plane = reopen(plane, &tmp.store(), &clock);
+    assert_eq!(plane.startup_report().quarantined_claims, 0);
+}
