@@ -10,6 +10,106 @@
 export declare const __napiBindingTarget: 'native' | 'wasm32-wasi' | 'wasm32-wasip1'
 
 /**
+ * An open task plane: the durable store of one root. Open it in Pi's `session_start`
+ * and close it in `session_shutdown`; a second open of the same root fails until then.
+ */
+export declare class TaskPlane {
+  /**
+   * Opens the store at `root` (default: `defaultStoreRoot()`), takes its lock, and runs
+   * startup recovery and compaction.
+   */
+  static open(root?: string | undefined | null): TaskPlane
+  /** The store root. */
+  get root(): string
+  /** Closes the store and releases the root's lock. Idempotent. */
+  close(): void
+  get closed(): boolean
+  /**
+   * Registers a source and its continuation method: `none`, `reply_anchors` or
+   * `explicit_task_id`.
+   */
+  registerSource(source: string, continuation: string): void
+  /** A native provider event that is not a reply: a new Task in its conversation's context. */
+  accept(activationInput: ActivationInput): Promise<Acceptance>
+  /**
+   * A native provider reply: continues a Task only through a verified reply anchor,
+   * else new work in the conversation's context.
+   */
+  continue(activationInput: ActivationInput): Promise<Acceptance>
+  /**
+   * An authorized explicit continuation of `taskId` (an A2A `Message` object; its
+   * `contextId`, if any, must be the Task's).
+   */
+  continueTask(principal: string, taskId: string, message: any): Promise<Acceptance>
+  /**
+   * A2A intake of new work: the message's `contextId` is used only when the principal
+   * owns it; otherwise the Task gets a fresh context.
+   */
+  acceptInContext(principal: string, message: any): Promise<Acceptance>
+  /** Trusted creation of a new Task in an existing context the principal owns. */
+  createTask(principal: string, contextId: string, message: any): Promise<Acceptance>
+  /**
+   * Records a direct Message outcome (no Task). `reply` is an A2A `Message` with role
+   * `ROLE_AGENT`; a duplicate returns the first reply verbatim.
+   */
+  respondDirectly(principal: string, message: any, reply: any): Promise<Acceptance>
+  /**
+   * The durable Task as an A2A `Task` object, or `null` when the principal has no such
+   * Task. `historyLength`: absent all, `n` the newest n.
+   */
+  getTask(principal: string, taskId: string, historyLength?: number | undefined | null): Promise<Record<string, unknown> | null>
+  /**
+   * Records that `providerResponseId` was sent on `source` for the Task's open input
+   * request, so a direct reply to it can continue the Task.
+   */
+  recordReplyAnchor(principal: string, source: string, providerResponseId: string, taskId: string): Promise<void>
+  /** Records content-addressed evidence; resolves to its id (`sha256:<hex>`). */
+  recordEvidence(kind: string, healthy: boolean, taskId: string | undefined | null, locator: Record<string, string> | undefined | null, content: any): Promise<string>
+  /** A source's durable cursor for this principal (`null` before the first advance). */
+  checkpoint(principal: string, source: string): Promise<string | null>
+  /** Advances a source's cursor once every event it selected has been accepted. */
+  advanceCheckpoint(principal: string, source: string, cursor: string, eventIds: Array<string>): Promise<void>
+}
+
+/** The durable outcome of an intake, returned only after it is committed. */
+export interface Acceptance {
+  activationId: string
+  /** Absent for a direct Message outcome. */
+  taskId?: string
+  contextId: string
+  /** `created`, `continued` or `duplicate`. */
+  disposition: string
+  /** The Task's current state as an A2A name (`TASK_STATE_SUBMITTED`, ...). */
+  state?: string
+  /** The direct Message outcome (an A2A Message), verbatim. */
+  directReply?: any
+}
+
+/** A native provider event for `accept` / `continue`. */
+export interface ActivationInput {
+  /** The authenticated intake principal. */
+  principal: string
+  /** The registered source. */
+  source: string
+  /** The source's event identity (the idempotency key, scoped to the principal). */
+  eventId: string
+  /** The source's Conversation fields as one identifier; absent gives a fresh context. */
+  conversationKey?: string
+  /** The provider id of the message this event directly replies to. */
+  replyTo?: string
+  /** The exact provider object: identifier keys, opaque values of 1..4096 characters. */
+  locator?: Record<string, string>
+  /** The content, as an A2A `Message` object (role `ROLE_USER`). */
+  message: any
+}
+
+/**
+ * The store root the task plane uses when none is given: `CHANNELS_TASK_STORE_PATH`, else
+ * `${XDG_DATA_HOME:-$HOME/.local/share}/outfitter/channels/task-plane`.
+ */
+export declare function defaultStoreRoot(): string
+
+/**
  * Parses an A2A `Message` in ProtoJSON, checks its REQUIRED members, and returns it
  * re-encoded in canonical ProtoJSON (camelCase, defaults omitted). Throws an error that
  * names the offending field when the text is not a valid Message.

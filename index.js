@@ -773,7 +773,9 @@ if (
   }
 }
 
-const { normalizeMessage, normalizeSendMessageRequest, protocolVersion } = nativeBinding
+const { TaskPlane, defaultStoreRoot, normalizeMessage, normalizeSendMessageRequest, protocolVersion } = nativeBinding
+export { TaskPlane }
+export { defaultStoreRoot }
 export { normalizeMessage }
 export { normalizeSendMessageRequest }
 export { protocolVersion }

@@ -1,13 +1,35 @@
 //! The Node addon surface. Conversions only: every rule lives in the plain Rust modules.
-//! Nothing here is a static: whatever the addon opens is owned by a handle JS holds.
+//! Nothing here is a static: whatever the addon opens is owned by a handle JS holds and
+//! closed by its `close()`.
+//!
+//! Calls that write return Promises computed on the libuv thread pool, so an fsync never
+//! blocks the JS thread; a panic there becomes a rejected Promise, never an abort.
 
-use napi::{Error, Result, Status};
+use std::collections::{BTreeMap, HashMap};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::PathBuf;
+
+use napi::bindgen_prelude::{AsyncTask, ToNapiValue, TypeName, ValueType};
+use napi::sys;
+use napi::{Env, Error, Result, Status, Task};
 use napi_derive::napi;
+use serde_json::Value;
 
+use crate::config;
+use crate::plane::{self, PlaneError, PlaneOptions};
+use crate::record::{Continuation, MessageRecord, Role};
 use crate::wire;
 
 fn invalid_arg(err: impl std::fmt::Display) -> Error {
     Error::new(Status::InvalidArg, err.to_string())
+}
+
+fn plane_error(err: PlaneError) -> Error {
+    let status = match err {
+        PlaneError::Store(_) => Status::GenericFailure,
+        _ => Status::InvalidArg,
+    };
+    Error::new(status, err.to_string())
 }
 
 /// The A2A protocol version the task plane serves (`"1.0"`).
@@ -21,8 +43,7 @@ pub fn protocol_version() -> String {
 /// names the offending field when the text is not a valid Message.
 #[napi(catch_unwind)]
 pub fn normalize_message(json: String) -> Result<String> {
-    let message: wire::Message =
-        wire::json::decode("Message", json.as_bytes()).map_err(invalid_arg)?;
+    let message: wire::Message = wire::json::decode("Message", json.as_bytes()).map_err(invalid_arg)?;
     Ok(wire::json::encode(&message))
 }
 
@@ -32,4 +53,364 @@ pub fn normalize_send_message_request(json: String) -> Result<String> {
     let request: wire::SendMessageRequest =
         wire::json::decode("SendMessageRequest", json.as_bytes()).map_err(invalid_arg)?;
     Ok(wire::json::encode(&request))
+}
+
+/// The store root the task plane uses when none is given: `CHANNELS_TASK_STORE_PATH`, else
+/// `${XDG_DATA_HOME:-$HOME/.local/share}/outfitter/channels/task-plane`.
+#[napi(catch_unwind)]
+pub fn default_store_root() -> Result<String> {
+    let root = config::store_root(&config::process_env).map_err(invalid_arg)?;
+    Ok(root.display().to_string())
+}
+
+/// The durable outcome of an intake, returned only after it is committed.
+#[napi(object)]
+pub struct Acceptance {
+    pub activation_id: String,
+    /// Absent for a direct Message outcome.
+    pub task_id: Option<String>,
+    pub context_id: String,
+    /// `created`, `continued` or `duplicate`.
+    pub disposition: String,
+    /// The Task's current state as an A2A name (`TASK_STATE_SUBMITTED`, ...).
+    pub state: Option<String>,
+    /// The direct Message outcome (an A2A Message), verbatim.
+    pub direct_reply: Option<Value>,
+}
+
+impl From<plane::Acceptance> for Acceptance {
+    fn from(a: plane::Acceptance) -> Self {
+        let direct_reply = a.direct_reply.as_ref().map(|m| {
+            serde_json::to_value(wire::convert::message_to_wire(m, &a.context_id, None)).unwrap_or(Value::Null)
+        });
+        Acceptance {
+            activation_id: a.activation_id,
+            task_id: a.task_id,
+            context_id: a.context_id,
+            disposition: a.disposition.as_str().to_string(),
+            state: a
+                .state
+                .map(|s| wire::convert::state_to_wire(s).as_str_name().to_string()),
+            direct_reply,
+        }
+    }
+}
+
+/// A native provider event for `accept` / `continue`.
+#[napi(object)]
+pub struct ActivationInput {
+    /// The authenticated intake principal.
+    pub principal: String,
+    /// The registered source.
+    pub source: String,
+    /// The source's event identity (the idempotency key, scoped to the principal).
+    pub event_id: String,
+    /// The source's Conversation fields as one identifier; absent gives a fresh context.
+    pub conversation_key: Option<String>,
+    /// The provider id of the message this event directly replies to.
+    pub reply_to: Option<String>,
+    /// The exact provider object: identifier keys, opaque values of 1..4096 characters.
+    pub locator: Option<HashMap<String, String>>,
+    /// The content, as an A2A `Message` object (role `ROLE_USER`).
+    pub message: Value,
+}
+
+/// A JSON value handed to JS as a plain object (an A2A document).
+pub struct Json(pub Value);
+
+impl TypeName for Json {
+    fn type_name() -> &'static str {
+        "Record<string, unknown>"
+    }
+
+    fn value_type() -> ValueType {
+        ValueType::Object
+    }
+}
+
+impl ToNapiValue for Json {
+    unsafe fn to_napi_value(env: sys::napi_env, val: Self) -> Result<sys::napi_value> {
+        // SAFETY: forwarded unchanged to serde_json::Value's conversion, with the env napi
+        // gave us.
+        unsafe { Value::to_napi_value(env, val.0) }
+    }
+}
+
+/// Runs one plane call on the libuv thread pool.
+pub struct PlaneCall<T> {
+    work: Option<Box<dyn FnOnce() -> Result<T> + Send>>,
+}
+
+impl<T: ToNapiValue + TypeName + Send + 'static> PlaneCall<T> {
+    fn new(work: impl FnOnce() -> Result<T> + Send + 'static) -> AsyncTask<Self> {
+        AsyncTask::new(PlaneCall {
+            work: Some(Box::new(work)),
+        })
+    }
+}
+
+impl<T: ToNapiValue + TypeName + Send + 'static> Task for PlaneCall<T> {
+    type Output = T;
+    type JsValue = T;
+
+    fn compute(&mut self) -> Result<T> {
+        let work = self
+            .work
+            .take()
+            .ok_or_else(|| Error::new(Status::GenericFailure, "task-plane call ran twice"))?;
+        catch_unwind(AssertUnwindSafe(work)).unwrap_or_else(|panic| {
+            let what = panic
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_else(|| "unknown panic".into());
+            Err(Error::new(Status::GenericFailure, format!("task-plane internal error: {what}")))
+        })
+    }
+
+    fn resolve(&mut self, _env: Env, output: T) -> Result<T> {
+        Ok(output)
+    }
+}
+
+fn inbound_message(value: Value) -> Result<(MessageRecord, Option<String>, Option<String>)> {
+    let message: wire::Message = wire::json::decode_value("Message", value).map_err(invalid_arg)?;
+    let (record, context_id, task_id) = wire::convert::message_from_wire(message)
+        .map_err(|e| invalid_arg(format!("invalid Message: field `{}`: {}", e.field, e.message)))?;
+    if record.role != Role::User {
+        return Err(invalid_arg("invalid Message: field `role`: an inbound message is ROLE_USER"));
+    }
+    Ok((record, context_id, task_id))
+}
+
+fn activation(input: ActivationInput) -> Result<plane::Activation> {
+    let (message, _, _) = inbound_message(input.message)?;
+    Ok(plane::Activation {
+        principal: input.principal,
+        source: input.source,
+        event_id: input.event_id,
+        conversation_key: input.conversation_key,
+        reply_to: input.reply_to,
+        locator: input.locator.unwrap_or_default().into_iter().collect::<BTreeMap<_, _>>(),
+        message,
+    })
+}
+
+/// An open task plane: the durable store of one root. Open it in Pi's `session_start`
+/// and close it in `session_shutdown`; a second open of the same root fails until then.
+#[napi]
+pub struct TaskPlane {
+    plane: plane::TaskPlane,
+}
+
+#[napi]
+impl TaskPlane {
+    /// Opens the store at `root` (default: `defaultStoreRoot()`), takes its lock, and runs
+    /// startup recovery and compaction.
+    #[napi(factory, catch_unwind)]
+    pub fn open(root: Option<String>) -> Result<TaskPlane> {
+        let root = match root {
+            Some(root) => PathBuf::from(root),
+            None => config::store_root(&config::process_env).map_err(invalid_arg)?,
+        };
+        let plane = plane::TaskPlane::open(&root, PlaneOptions::default()).map_err(plane_error)?;
+        Ok(TaskPlane { plane })
+    }
+
+    /// The store root.
+    #[napi(getter)]
+    pub fn root(&self) -> String {
+        self.plane.root().display().to_string()
+    }
+
+    /// Closes the store and releases the root's lock. Idempotent.
+    #[napi(catch_unwind)]
+    pub fn close(&self) {
+        self.plane.close();
+    }
+
+    #[napi(getter)]
+    pub fn closed(&self) -> bool {
+        self.plane.is_closed()
+    }
+
+    /// Registers a source and its continuation method: `none`, `reply_anchors` or
+    /// `explicit_task_id`.
+    #[napi(catch_unwind)]
+    pub fn register_source(&self, source: String, continuation: String) -> Result<()> {
+        let continuation = Continuation::parse(&continuation).ok_or_else(|| {
+            invalid_arg(format!(
+                "invalid `continuation`: `{continuation}`; use none, reply_anchors or explicit_task_id"
+            ))
+        })?;
+        self.plane.register_source(&source, continuation).map_err(plane_error)
+    }
+
+    /// A native provider event that is not a reply: a new Task in its conversation's context.
+    #[napi(ts_return_type = "Promise<Acceptance>")]
+    pub fn accept(&self, activation_input: ActivationInput) -> Result<AsyncTask<PlaneCall<Acceptance>>> {
+        let activation = activation(activation_input)?;
+        let plane = self.plane.clone();
+        Ok(PlaneCall::new(move || plane.accept(activation).map(Acceptance::from).map_err(plane_error)))
+    }
+
+    /// A native provider reply: continues a Task only through a verified reply anchor,
+    /// else new work in the conversation's context.
+    #[napi(js_name = "continue", ts_return_type = "Promise<Acceptance>")]
+    pub fn continue_activation(&self, activation_input: ActivationInput) -> Result<AsyncTask<PlaneCall<Acceptance>>> {
+        let activation = activation(activation_input)?;
+        let plane = self.plane.clone();
+        Ok(PlaneCall::new(move || {
+            plane.continue_activation(activation).map(Acceptance::from).map_err(plane_error)
+        }))
+    }
+
+    /// An authorized explicit continuation of `taskId` (an A2A `Message` object; its
+    /// `contextId`, if any, must be the Task's).
+    #[napi(ts_return_type = "Promise<Acceptance>")]
+    pub fn continue_task(
+        &self,
+        principal: String,
+        task_id: String,
+        message: Value,
+    ) -> Result<AsyncTask<PlaneCall<Acceptance>>> {
+        let (record, context_id, _) = inbound_message(message)?;
+        let plane = self.plane.clone();
+        Ok(PlaneCall::new(move || {
+            plane
+                .continue_task(&principal, &task_id, context_id.as_deref(), record, Vec::new())
+                .map(Acceptance::from)
+                .map_err(plane_error)
+        }))
+    }
+
+    /// A2A intake of new work: the message's `contextId` is used only when the principal
+    /// owns it; otherwise the Task gets a fresh context.
+    #[napi(ts_return_type = "Promise<Acceptance>")]
+    pub fn accept_in_context(&self, principal: String, message: Value) -> Result<AsyncTask<PlaneCall<Acceptance>>> {
+        let (record, context_id, task_id) = inbound_message(message)?;
+        if task_id.is_some() {
+            return Err(invalid_arg(
+                "invalid Message: field `taskId`: a message naming a Task is a continuation; use continueTask",
+            ));
+        }
+        let plane = self.plane.clone();
+        Ok(PlaneCall::new(move || {
+            plane
+                .accept_in_context(&principal, context_id.as_deref(), record, Vec::new())
+                .map(Acceptance::from)
+                .map_err(plane_error)
+        }))
+    }
+
+    /// Trusted creation of a new Task in an existing context the principal owns.
+    #[napi(ts_return_type = "Promise<Acceptance>")]
+    pub fn create_task(
+        &self,
+        principal: String,
+        context_id: String,
+        message: Value,
+    ) -> Result<AsyncTask<PlaneCall<Acceptance>>> {
+        let (record, _, _) = inbound_message(message)?;
+        let plane = self.plane.clone();
+        Ok(PlaneCall::new(move || {
+            plane.create_task(&principal, &context_id, record).map(Acceptance::from).map_err(plane_error)
+        }))
+    }
+
+    /// Records a direct Message outcome (no Task). `reply` is an A2A `Message` with role
+    /// `ROLE_AGENT`; a duplicate returns the first reply verbatim.
+    #[napi(ts_return_type = "Promise<Acceptance>")]
+    pub fn respond_directly(&self, principal: String, message: Value, reply: Value) -> Result<AsyncTask<PlaneCall<Acceptance>>> {
+        let (record, context_id, _) = inbound_message(message)?;
+        let reply: wire::Message = wire::json::decode_value("Message", reply).map_err(invalid_arg)?;
+        let (reply, _, _) = wire::convert::message_from_wire(reply)
+            .map_err(|e| invalid_arg(format!("invalid reply: field `{}`: {}", e.field, e.message)))?;
+        let plane = self.plane.clone();
+        Ok(PlaneCall::new(move || {
+            plane
+                .respond_directly(&principal, context_id.as_deref(), record, reply)
+                .map(Acceptance::from)
+                .map_err(plane_error)
+        }))
+    }
+
+    /// The durable Task as an A2A `Task` object, or `null` when the principal has no such
+    /// Task. `historyLength`: absent all, `n` the newest n.
+    #[napi(ts_return_type = "Promise<Record<string, unknown> | null>")]
+    pub fn get_task(
+        &self,
+        principal: String,
+        task_id: String,
+        history_length: Option<u32>,
+    ) -> AsyncTask<PlaneCall<Option<Json>>> {
+        let plane = self.plane.clone();
+        PlaneCall::new(move || {
+            let task = plane.get_task(&principal, &task_id, history_length, true).map_err(plane_error)?;
+            task.map(|t| serde_json::to_value(wire::convert::task_to_wire(&t)).map(Json))
+                .transpose()
+                .map_err(|e| Error::new(Status::GenericFailure, e.to_string()))
+        })
+    }
+
+    /// Records that `providerResponseId` was sent on `source` for the Task's open input
+    /// request, so a direct reply to it can continue the Task.
+    #[napi(ts_return_type = "Promise<void>")]
+    pub fn record_reply_anchor(
+        &self,
+        principal: String,
+        source: String,
+        provider_response_id: String,
+        task_id: String,
+    ) -> AsyncTask<PlaneCall<()>> {
+        let plane = self.plane.clone();
+        PlaneCall::new(move || {
+            plane
+                .record_reply_anchor(&principal, &source, &provider_response_id, &task_id)
+                .map_err(plane_error)
+        })
+    }
+
+    /// Records content-addressed evidence; resolves to its id (`sha256:<hex>`).
+    #[napi(ts_return_type = "Promise<string>")]
+    pub fn record_evidence(
+        &self,
+        kind: String,
+        healthy: bool,
+        task_id: Option<String>,
+        locator: Option<HashMap<String, String>>,
+        content: Value,
+    ) -> AsyncTask<PlaneCall<String>> {
+        let plane = self.plane.clone();
+        PlaneCall::new(move || {
+            let locator = locator.unwrap_or_default().into_iter().collect();
+            plane
+                .record_evidence(&kind, healthy, task_id.as_deref(), &locator, content)
+                .map_err(plane_error)
+        })
+    }
+
+    /// A source's durable cursor for this principal (`null` before the first advance).
+    #[napi(ts_return_type = "Promise<string | null>")]
+    pub fn checkpoint(&self, principal: String, source: String) -> AsyncTask<PlaneCall<Option<String>>> {
+        let plane = self.plane.clone();
+        PlaneCall::new(move || plane.checkpoint(&principal, &source).map_err(plane_error))
+    }
+
+    /// Advances a source's cursor once every event it selected has been accepted.
+    #[napi(ts_return_type = "Promise<void>")]
+    pub fn advance_checkpoint(
+        &self,
+        principal: String,
+        source: String,
+        cursor: String,
+        event_ids: Vec<String>,
+    ) -> AsyncTask<PlaneCall<()>> {
+        let plane = self.plane.clone();
+        PlaneCall::new(move || {
+            plane
+                .advance_checkpoint(&principal, &source, &cursor, event_ids)
+                .map_err(plane_error)
+        })
+    }
 }

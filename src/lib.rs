@@ -9,12 +9,14 @@
 //! - [`record`]: the native records the store keeps (not wire types).
 //! - [`ids`]: the identifier pattern, locator bounds, server-minted ids.
 //! - [`clock`]: injectable time.
+//! - [`config`]: environment → configuration, with errors that name the variable.
 //! - [`wire`]: the A2A v1 wire model (prost + pbjson from `proto/`): exact ProtoJSON in and
 //!   out, REQUIRED-member checks, errors that name the field.
 //! - [`binding`]: the napi surface of the Node addon; conversions at the JS boundary,
 //!   no rules.
 
 pub mod clock;
+pub mod config;
 pub mod ids;
 pub mod plane;
 pub mod record;

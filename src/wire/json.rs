@@ -94,6 +94,22 @@ pub fn decode_unchecked<T: DeserializeOwned>(
     Ok(value)
 }
 
+/// [`decode`] from an already-parsed JSON value (objects handed over from JavaScript).
+pub fn decode_value<T: DeserializeOwned + Validate>(what: &'static str, value: serde_json::Value) -> Result<T, WireError> {
+    let decoded: T = serde_path_to_error::deserialize(value).map_err(|err| {
+        let field = err.path().to_string();
+        WireError {
+            what,
+            field: if field == "." { String::new() } else { field },
+            message: err.into_inner().to_string(),
+        }
+    })?;
+    decoded
+        .validate("")
+        .map_err(|invalid| WireError::from_invalid(what, invalid))?;
+    Ok(decoded)
+}
+
 /// Encodes `value` as compact ProtoJSON text.
 pub fn encode<T: Serialize + ?Sized>(value: &T) -> String {
     let mut out = Vec::with_capacity(256);

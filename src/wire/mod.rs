@@ -10,6 +10,7 @@
 
 mod timestamp;
 
+pub mod convert;
 pub mod extensions;
 pub mod json;
 pub mod validate;

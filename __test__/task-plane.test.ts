@@ -1,0 +1,125 @@
+// The task plane through the addon: open/close a store root, intake, idempotency, reads,
+// and errors that reach JS as exceptions (no Rust panic crosses into Node).
+import assert from "node:assert/strict";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import test from "node:test";
+import { defaultStoreRoot, TaskPlane } from "../index.js";
+
+const tempRoot = () => join(mkdtempSync(join(tmpdir(), "tp-node-")), "store");
+const message = (messageId: string, text: string, extra: Record<string, unknown> = {}) => ({
+  messageId,
+  role: "ROLE_USER",
+  parts: [{ text }],
+  ...extra,
+});
+
+test("acceptInContext commits a Task that getTask reads back as an A2A Task", async () => {
+  const root = tempRoot();
+  const plane = TaskPlane.open(root);
+  try {
+    const accepted = await plane.acceptInContext("alice", message("m-1", "hello", { metadata: { n: 3 } }));
+    assert.equal(accepted.disposition, "created");
+    assert.equal(accepted.state, "TASK_STATE_SUBMITTED");
+    const task = (await plane.getTask("alice", accepted.taskId!)) as any;
+    assert.equal(task.id, accepted.taskId);
+    assert.equal(task.contextId, accepted.contextId);
+    assert.equal(task.status.state, "TASK_STATE_SUBMITTED");
+    assert.match(task.status.timestamp, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
+    assert.deepEqual(task.history[0].parts, [{ text: "hello" }]);
+    assert.deepEqual(task.history[0].metadata, { n: 3 });
+    assert.equal(await plane.getTask("bob", accepted.taskId!), null, "another principal sees nothing");
+
+    const dup = await plane.acceptInContext("alice", message("m-1", "hello", { metadata: { n: 3 } }));
+    assert.equal(dup.disposition, "duplicate");
+    assert.equal(dup.taskId, accepted.taskId);
+    await assert.rejects(plane.acceptInContext("alice", message("m-1", "changed")), /already used with a different payload/);
+  } finally {
+    plane.close();
+    rmSync(root, { recursive: true, force: true });
+  }
+});
+
+test("a root is held until close(); then it can be reopened in the same process", async () => {
+  const root = tempRoot();
+  const first = TaskPlane.open(root);
+  assert.throws(() => TaskPlane.open(root), /already open \(held by pid \d+\).*CHANNELS_TASK_STORE_PATH/);
+  const accepted = await first.acceptInContext("alice", message("m-1", "x"));
+  first.close();
+  assert.equal(first.closed, true);
+  await assert.rejects(first.acceptInContext("alice", message("m-2", "x")), /closed/);
+  const second = TaskPlane.open(root);
+  try {
+    assert.equal(((await second.getTask("alice", accepted.taskId!)) as any).id, accepted.taskId);
+  } finally {
+    second.close();
+    rmSync(root, { recursive: true, force: true });
+  }
+});
+
+test("native sources: conversation contexts, direct replies and checkpoints", async () => {
+  const root = tempRoot();
+  const plane = TaskPlane.open(root);
+  try {
+    plane.registerSource("slack", "none");
+    assert.throws(() => plane.registerSource("slack", "sometimes"), /none, reply_anchors or explicit_task_id/);
+    const event = (id: string) => ({
+      principal: "team",
+      source: "slack",
+      eventId: id,
+      conversationKey: "C1:T1",
+      locator: { ts: "1700000000.0001" },
+      message: message(`slack-${id}`, "please"),
+    });
+    const a = await plane.accept(event("ev-1"));
+    const b = await plane.accept(event("ev-2"));
+    assert.equal(a.contextId, b.contextId);
+    assert.notEqual(a.taskId, b.taskId);
+    await assert.rejects(plane.advanceCheckpoint("team", "slack", "c-3", ["ev-1", "ev-3"]), /ev-3.*has not been accepted/);
+    await plane.advanceCheckpoint("team", "slack", "c-2", ["ev-1", "ev-2"]);
+    assert.equal(await plane.checkpoint("team", "slack"), "c-2");
+    await assert.rejects(plane.accept({ ...event("bad/id") }), /invalid `eventId`/);
+    await assert.rejects(plane.accept({ ...event("ev-9"), source: "discord" }), /not registered/);
+
+    const reply = { messageId: "r-1", role: "ROLE_AGENT", parts: [{ text: "Hi!" }] };
+    const direct = await plane.respondDirectly("alice", message("hi-1", "hi"), reply);
+    assert.equal(direct.taskId, undefined);
+    assert.deepEqual(direct.directReply.parts, [{ text: "Hi!" }]);
+    const again = await plane.respondDirectly("alice", message("hi-1", "hi"), { ...reply, parts: [{ text: "other" }] });
+    assert.equal(again.disposition, "duplicate");
+    assert.deepEqual(again.directReply, direct.directReply);
+  } finally {
+    plane.close();
+    rmSync(root, { recursive: true, force: true });
+  }
+});
+
+test("malformed input is a JS error naming the field", async () => {
+  const root = tempRoot();
+  const plane = TaskPlane.open(root);
+  try {
+    assert.throws(() => plane.acceptInContext("alice", { messageId: "m", role: "ROLE_USER", parts: [{ text: 5 }] }), /field `parts\[0\]\.text`/);
+    assert.throws(() => plane.acceptInContext("alice", message("m", "x", { taskId: "t" })), /use continueTask/);
+    await assert.rejects(plane.acceptInContext("bad principal", message("m", "x")), /invalid `principal`/);
+    await assert.rejects(plane.continueTask("alice", "no-such-task", message("m", "x")), /task no-such-task not found/);
+  } finally {
+    plane.close();
+    rmSync(root, { recursive: true, force: true });
+  }
+});
+
+test("defaultStoreRoot follows CHANNELS_TASK_STORE_PATH and XDG_DATA_HOME", () => {
+  const saved = { ...process.env };
+  try {
+    process.env.CHANNELS_TASK_STORE_PATH = "/srv/task-plane";
+    assert.equal(defaultStoreRoot(), "/srv/task-plane");
+    delete process.env.CHANNELS_TASK_STORE_PATH;
+    process.env.XDG_DATA_HOME = "/data";
+    assert.equal(defaultStoreRoot(), "/data/outfitter/channels/task-plane");
+    process.env.CHANNELS_TASK_STORE_PATH = "relative";
+    assert.throws(() => defaultStoreRoot(), /CHANNELS_TASK_STORE_PATH: `relative` is not an absolute path/);
+  } finally {
+    process.env = saved;
+  }
+});
