@@ -43,7 +43,8 @@ pub fn protocol_version() -> String {
 /// names the offending field when the text is not a valid Message.
 #[napi(catch_unwind)]
 pub fn normalize_message(json: String) -> Result<String> {
-    let message: wire::Message = wire::json::decode("Message", json.as_bytes()).map_err(invalid_arg)?;
+    let message: wire::Message =
+        wire::json::decode("Message", json.as_bytes()).map_err(invalid_arg)?;
     Ok(wire::json::encode(&message))
 }
 
@@ -81,7 +82,8 @@ pub struct Acceptance {
 impl From<plane::Acceptance> for Acceptance {
     fn from(a: plane::Acceptance) -> Self {
         let direct_reply = a.direct_reply.as_ref().map(|m| {
-            serde_json::to_value(wire::convert::message_to_wire(m, &a.context_id, None)).unwrap_or(Value::Null)
+            serde_json::to_value(wire::convert::message_to_wire(m, &a.context_id, None))
+                .unwrap_or(Value::Null)
         });
         Acceptance {
             activation_id: a.activation_id,
@@ -164,7 +166,10 @@ impl<T: ToNapiValue + TypeName + Send + 'static> Task for PlaneCall<T> {
                 .cloned()
                 .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
                 .unwrap_or_else(|| "unknown panic".into());
-            Err(Error::new(Status::GenericFailure, format!("task-plane internal error: {what}")))
+            Err(Error::new(
+                Status::GenericFailure,
+                format!("task-plane internal error: {what}"),
+            ))
         })
     }
 
@@ -175,10 +180,16 @@ impl<T: ToNapiValue + TypeName + Send + 'static> Task for PlaneCall<T> {
 
 fn inbound_message(value: Value) -> Result<(MessageRecord, Option<String>, Option<String>)> {
     let message: wire::Message = wire::json::decode_value("Message", value).map_err(invalid_arg)?;
-    let (record, context_id, task_id) = wire::convert::message_from_wire(message)
-        .map_err(|e| invalid_arg(format!("invalid Message: field `{}`: {}", e.field, e.message)))?;
+    let (record, context_id, task_id) = wire::convert::message_from_wire(message).map_err(|e| {
+        invalid_arg(format!(
+            "invalid Message: field `{}`: {}",
+            e.field, e.message
+        ))
+    })?;
     if record.role != Role::User {
-        return Err(invalid_arg("invalid Message: field `role`: an inbound message is ROLE_USER"));
+        return Err(invalid_arg(
+            "invalid Message: field `role`: an inbound message is ROLE_USER",
+        ));
     }
     Ok((record, context_id, task_id))
 }
@@ -191,7 +202,11 @@ fn activation(input: ActivationInput) -> Result<plane::Activation> {
         event_id: input.event_id,
         conversation_key: input.conversation_key,
         reply_to: input.reply_to,
-        locator: input.locator.unwrap_or_default().into_iter().collect::<BTreeMap<_, _>>(),
+        locator: input
+            .locator
+            .unwrap_or_default()
+            .into_iter()
+            .collect::<BTreeMap<_, _>>(),
         message,
     })
 }
@@ -243,25 +258,41 @@ impl TaskPlane {
                 "invalid `continuation`: `{continuation}`; use none, reply_anchors or explicit_task_id"
             ))
         })?;
-        self.plane.register_source(&source, continuation).map_err(plane_error)
+        self.plane
+            .register_source(&source, continuation)
+            .map_err(plane_error)
     }
 
     /// A native provider event that is not a reply: a new Task in its conversation's context.
     #[napi(ts_return_type = "Promise<Acceptance>")]
-    pub fn accept(&self, activation_input: ActivationInput) -> Result<AsyncTask<PlaneCall<Acceptance>>> {
+    pub fn accept(
+        &self,
+        activation_input: ActivationInput,
+    ) -> Result<AsyncTask<PlaneCall<Acceptance>>> {
         let activation = activation(activation_input)?;
         let plane = self.plane.clone();
-        Ok(PlaneCall::new(move || plane.accept(activation).map(Acceptance::from).map_err(plane_error)))
+        Ok(PlaneCall::new(move || {
+            plane
+                .accept(activation)
+                .map(Acceptance::from)
+                .map_err(plane_error)
+        }))
     }
 
     /// A native provider reply: continues a Task only through a verified reply anchor,
     /// else new work in the conversation's context.
     #[napi(js_name = "continue", ts_return_type = "Promise<Acceptance>")]
-    pub fn continue_activation(&self, activation_input: ActivationInput) -> Result<AsyncTask<PlaneCall<Acceptance>>> {
+    pub fn continue_activation(
+        &self,
+        activation_input: ActivationInput,
+    ) -> Result<AsyncTask<PlaneCall<Acceptance>>> {
         let activation = activation(activation_input)?;
         let plane = self.plane.clone();
         Ok(PlaneCall::new(move || {
-            plane.continue_activation(activation).map(Acceptance::from).map_err(plane_error)
+            plane
+                .continue_activation(activation)
+                .map(Acceptance::from)
+                .map_err(plane_error)
         }))
     }
 
@@ -278,7 +309,13 @@ impl TaskPlane {
         let plane = self.plane.clone();
         Ok(PlaneCall::new(move || {
             plane
-                .continue_task(&principal, &task_id, context_id.as_deref(), record, Vec::new())
+                .continue_task(
+                    &principal,
+                    &task_id,
+                    context_id.as_deref(),
+                    record,
+                    Vec::new(),
+                )
                 .map(Acceptance::from)
                 .map_err(plane_error)
         }))
@@ -287,7 +324,11 @@ impl TaskPlane {
     /// A2A intake of new work: the message's `contextId` is used only when the principal
     /// owns it; otherwise the Task gets a fresh context.
     #[napi(ts_return_type = "Promise<Acceptance>")]
-    pub fn accept_in_context(&self, principal: String, message: Value) -> Result<AsyncTask<PlaneCall<Acceptance>>> {
+    pub fn accept_in_context(
+        &self,
+        principal: String,
+        message: Value,
+    ) -> Result<AsyncTask<PlaneCall<Acceptance>>> {
         let (record, context_id, task_id) = inbound_message(message)?;
         if task_id.is_some() {
             return Err(invalid_arg(
@@ -314,18 +355,28 @@ impl TaskPlane {
         let (record, _, _) = inbound_message(message)?;
         let plane = self.plane.clone();
         Ok(PlaneCall::new(move || {
-            plane.create_task(&principal, &context_id, record).map(Acceptance::from).map_err(plane_error)
+            plane
+                .create_task(&principal, &context_id, record)
+                .map(Acceptance::from)
+                .map_err(plane_error)
         }))
     }
 
     /// Records a direct Message outcome (no Task). `reply` is an A2A `Message` with role
     /// `ROLE_AGENT`; a duplicate returns the first reply verbatim.
     #[napi(ts_return_type = "Promise<Acceptance>")]
-    pub fn respond_directly(&self, principal: String, message: Value, reply: Value) -> Result<AsyncTask<PlaneCall<Acceptance>>> {
+    pub fn respond_directly(
+        &self,
+        principal: String,
+        message: Value,
+        reply: Value,
+    ) -> Result<AsyncTask<PlaneCall<Acceptance>>> {
         let (record, context_id, _) = inbound_message(message)?;
-        let reply: wire::Message = wire::json::decode_value("Message", reply).map_err(invalid_arg)?;
-        let (reply, _, _) = wire::convert::message_from_wire(reply)
-            .map_err(|e| invalid_arg(format!("invalid reply: field `{}`: {}", e.field, e.message)))?;
+        let reply: wire::Message =
+            wire::json::decode_value("Message", reply).map_err(invalid_arg)?;
+        let (reply, _, _) = wire::convert::message_from_wire(reply).map_err(|e| {
+            invalid_arg(format!("invalid reply: field `{}`: {}", e.field, e.message))
+        })?;
         let plane = self.plane.clone();
         Ok(PlaneCall::new(move || {
             plane
@@ -346,7 +397,9 @@ impl TaskPlane {
     ) -> AsyncTask<PlaneCall<Option<Json>>> {
         let plane = self.plane.clone();
         PlaneCall::new(move || {
-            let task = plane.get_task(&principal, &task_id, history_length, true).map_err(plane_error)?;
+            let task = plane
+                .get_task(&principal, &task_id, history_length, true)
+                .map_err(plane_error)?;
             task.map(|t| serde_json::to_value(wire::convert::task_to_wire(&t)).map(Json))
                 .transpose()
                 .map_err(|e| Error::new(Status::GenericFailure, e.to_string()))
@@ -392,7 +445,11 @@ impl TaskPlane {
 
     /// A source's durable cursor for this principal (`null` before the first advance).
     #[napi(ts_return_type = "Promise<string | null>")]
-    pub fn checkpoint(&self, principal: String, source: String) -> AsyncTask<PlaneCall<Option<String>>> {
+    pub fn checkpoint(
+        &self,
+        principal: String,
+        source: String,
+    ) -> AsyncTask<PlaneCall<Option<String>>> {
         let plane = self.plane.clone();
         PlaneCall::new(move || plane.checkpoint(&principal, &source).map_err(plane_error))
     }

@@ -30,7 +30,9 @@ fn absolute(name: &str, value: String) -> Result<PathBuf, ConfigError> {
     } else {
         Err(ConfigError {
             variable: name.to_string(),
-            message: format!("`{value}` is not an absolute path; set it to one (or unset it to use the default)"),
+            message: format!(
+                "`{value}` is not an absolute path; set it to one (or unset it to use the default)"
+            ),
         })
     }
 }
@@ -65,18 +67,31 @@ mod tests {
     use std::collections::HashMap;
 
     fn env(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
-        let map: HashMap<String, String> = pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let map: HashMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
         move |name| map.get(name).cloned()
     }
 
     #[test]
     fn store_root_prefers_the_explicit_variable_then_xdg_then_home() {
-        let e = env(&[("CHANNELS_TASK_STORE_PATH", "/srv/tp"), ("XDG_DATA_HOME", "/x"), ("HOME", "/h")]);
+        let e = env(&[
+            ("CHANNELS_TASK_STORE_PATH", "/srv/tp"),
+            ("XDG_DATA_HOME", "/x"),
+            ("HOME", "/h"),
+        ]);
         assert_eq!(store_root(&e).unwrap(), PathBuf::from("/srv/tp"));
         let e = env(&[("XDG_DATA_HOME", "/x"), ("HOME", "/h")]);
-        assert_eq!(store_root(&e).unwrap(), PathBuf::from("/x/outfitter/channels/task-plane"));
+        assert_eq!(
+            store_root(&e).unwrap(),
+            PathBuf::from("/x/outfitter/channels/task-plane")
+        );
         let e = env(&[("HOME", "/h"), ("XDG_DATA_HOME", "")]);
-        assert_eq!(store_root(&e).unwrap(), PathBuf::from("/h/.local/share/outfitter/channels/task-plane"));
+        assert_eq!(
+            store_root(&e).unwrap(),
+            PathBuf::from("/h/.local/share/outfitter/channels/task-plane")
+        );
     }
 
     #[test]
@@ -86,6 +101,9 @@ mod tests {
         let err = store_root(&env(&[("XDG_DATA_HOME", "rel"), ("HOME", "/h")])).unwrap_err();
         assert_eq!(err.variable, "XDG_DATA_HOME");
         let err = store_root(&env(&[])).unwrap_err();
-        assert!(err.to_string().contains("CHANNELS_TASK_STORE_PATH"), "{err}");
+        assert!(
+            err.to_string().contains("CHANNELS_TASK_STORE_PATH"),
+            "{err}"
+        );
     }
 }

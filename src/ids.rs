@@ -92,8 +92,11 @@ fn shorten(value: &str) -> String {
     }
 }
 
-/// A fresh server-minted id (UUID v4, hyphenated): no `:` or `/`, so it is safe in
-/// `/tasks/{id}:cancel`-style paths.
+/// A fresh server-minted id: a UUID v7 (hyphenated), with no `:` or `/`, so it is safe in
+/// `/tasks/{id}:cancel`-style paths. Version 7 starts with the time, so ids minted together
+/// sit together in the store's indexes (one commit touches few pages); its 74 random bits
+/// keep ids unguessable, though access never depends on that (every read is scoped to
+/// the principal).
 pub fn mint() -> String {
-    uuid::Uuid::new_v4().to_string()
+    uuid::Uuid::now_v7().to_string()
 }

@@ -176,8 +176,8 @@ pub(crate) fn create_task(
     let task_id = ids::mint();
     let seq: i64 = conn
         .prepare_cached(
-            "INSERT INTO tasks (task_id, principal, context_id, source, continuation, state, status_ms, created_ms, extensions) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, ?8) RETURNING seq",
+            "INSERT INTO tasks (task_id, principal, context_id, source, continuation, state, status_ms, created_ms, extensions, history_len) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, ?8, 1) RETURNING seq",
         )?
         .query_row(
             params![
@@ -313,10 +313,13 @@ fn record_claim(
         }),
         now_ms,
     )?;
-    // The wake record: the claim's ACCEPTED state record. A direct outcome has no Task,
-    // so the wake queue never offers it.
+    // The wake record: the claim's first state record, ACCEPTED (the claim row already
+    // says so). A direct outcome has no Task, so the wake queue never offers it.
     tx.step("wake")?;
-    rows::push_claim_state(conn, &activation_id, "ACCEPTED", None, None, now_ms)?;
+    conn.prepare_cached(
+        "INSERT INTO claim_states (activation_id, n, kind, count, at_ms, detail) VALUES (?1, 0, 'ACCEPTED', NULL, ?2, NULL)",
+    )?
+    .execute(params![activation_id, now_ms])?;
     Ok(Acceptance {
         activation_id,
         task_id: task_id.map(str::to_string),

@@ -19,16 +19,23 @@ pub fn value_to_json(value: &pbjson_types::Value) -> Value {
             if n.fract() == 0.0 && n.abs() <= MAX_EXACT_INTEGER {
                 Value::Number(Number::from(*n as i64))
             } else {
-                Number::from_f64(*n).map(Value::Number).unwrap_or(Value::Null)
+                Number::from_f64(*n)
+                    .map(Value::Number)
+                    .unwrap_or(Value::Null)
             }
         }
-        Some(Kind::ListValue(list)) => Value::Array(list.values.iter().map(value_to_json).collect()),
+        Some(Kind::ListValue(list)) => {
+            Value::Array(list.values.iter().map(value_to_json).collect())
+        }
         Some(Kind::StructValue(s)) => Value::Object(struct_to_json(s)),
     }
 }
 
 pub fn struct_to_json(s: &pbjson_types::Struct) -> Map<String, Value> {
-    s.fields.iter().map(|(k, v)| (k.clone(), value_to_json(v))).collect()
+    s.fields
+        .iter()
+        .map(|(k, v)| (k.clone(), value_to_json(v)))
+        .collect()
 }
 
 /// Plain JSON as a `google.protobuf.Value`.
@@ -48,7 +55,10 @@ pub fn json_to_value(value: &Value) -> pbjson_types::Value {
 
 pub fn json_to_struct(map: &Map<String, Value>) -> pbjson_types::Struct {
     pbjson_types::Struct {
-        fields: map.iter().map(|(k, v)| (k.clone(), json_to_value(v))).collect(),
+        fields: map
+            .iter()
+            .map(|(k, v)| (k.clone(), json_to_value(v)))
+            .collect(),
     }
 }
 
@@ -80,7 +90,7 @@ pub fn part_from_wire(p: Part) -> Result<PartRecord, Invalid> {
 pub fn part_to_wire(p: &PartRecord) -> Part {
     let content = match &p.content {
         PartContent::Text(t) => part::Content::Text(t.clone()),
-        PartContent::Raw(b) => part::Content::Raw(b.clone().into()),
+        PartContent::Raw(b) => part::Content::Raw(b.clone()),
         PartContent::Url(u) => part::Content::Url(u.clone()),
         PartContent::Data(v) => part::Content::Data(json_to_value(v)),
     };
@@ -94,7 +104,9 @@ pub fn part_to_wire(p: &PartRecord) -> Part {
 
 /// An inbound wire message as a native record, plus the ids it asks for (routing, not
 /// content): `(record, requested contextId, requested taskId)`.
-pub fn message_from_wire(m: Message) -> Result<(MessageRecord, Option<String>, Option<String>), Invalid> {
+pub fn message_from_wire(
+    m: Message,
+) -> Result<(MessageRecord, Option<String>, Option<String>), Invalid> {
     m.validate("")?;
     let role = match Role::try_from(m.role) {
         Ok(Role::Agent) => record::Role::Agent,

@@ -95,7 +95,10 @@ pub fn decode_unchecked<T: DeserializeOwned>(
 }
 
 /// [`decode`] from an already-parsed JSON value (objects handed over from JavaScript).
-pub fn decode_value<T: DeserializeOwned + Validate>(what: &'static str, value: serde_json::Value) -> Result<T, WireError> {
+pub fn decode_value<T: DeserializeOwned + Validate>(
+    what: &'static str,
+    value: serde_json::Value,
+) -> Result<T, WireError> {
     let decoded: T = serde_path_to_error::deserialize(value).map_err(|err| {
         let field = err.path().to_string();
         WireError {
