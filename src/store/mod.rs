@@ -12,7 +12,7 @@
 //!   an error naming the root and the holder's pid.
 //! - WAL with `synchronous=FULL`; the root is mode 0700 and its files 0600.
 //!
-//! See `CONCURRENCY.md` beside this file for who owns what.
+//! See `src/store/CONCURRENCY.md` for who owns what.
 
 mod faults;
 mod schema;
