@@ -107,3 +107,121 @@ mod tests {
         );
     }
 }
+
+/// The listener's configuration (the A2A HTTP+JSON binding).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ListenerConfig {
+    /// Where to bind (`A2A_HOST`:`A2A_PORT`, default `127.0.0.1:8788`; port 0 picks one).
+    pub host: String,
+    pub port: u16,
+    /// The interface URL in the Agent Card (`A2A_PUBLIC_URL`, default `http://host:port`).
+    pub public_url: Option<String>,
+    pub agent_name: String,
+    pub agent_description: String,
+    pub agent_version: String,
+    /// `A2A_CREDENTIALS_PATH`: `{"credentials": [{"token", "principal"}]}`.
+    pub credentials_path: PathBuf,
+    /// How long a blocking `message:send` waits for the Task to settle.
+    pub blocking_timeout_ms: u64,
+    /// Largest request body accepted (413 beyond).
+    pub max_body_bytes: usize,
+    /// Most connections served at once; further ones wait in the accept queue.
+    pub max_connections: usize,
+    /// A client that sends no complete request head within this time is dropped; an idle
+    /// keep-alive connection is closed after it.
+    pub idle_timeout_ms: u64,
+}
+
+impl ListenerConfig {
+    /// Defaults for everything but the credentials file.
+    pub fn new(credentials_path: PathBuf) -> Self {
+        ListenerConfig {
+            host: "127.0.0.1".into(),
+            port: 8788,
+            public_url: None,
+            agent_name: "Pi resident agent".into(),
+            agent_description: "A resident Pi coding agent that accepts work over A2A: each message becomes a durable Task, worked in its own Pi session.".into(),
+            agent_version: env!("CARGO_PKG_VERSION").into(),
+            credentials_path,
+            blocking_timeout_ms: 60_000,
+            max_body_bytes: 1024 * 1024,
+            max_connections: 256,
+            idle_timeout_ms: 30_000,
+        }
+    }
+
+    /// Reads `A2A_*` variables; unset ones take their defaults, set but unusable ones are
+    /// errors naming the variable.
+    pub fn from_env(env: &dyn Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+        let credentials = var(env, "A2A_CREDENTIALS_PATH").ok_or_else(|| ConfigError {
+            variable: "A2A_CREDENTIALS_PATH".into(),
+            message: "is required when the listener runs: point it at a JSON file {\"credentials\": [{\"token\": \"...\", \"principal\": \"...\"}]}".into(),
+        })?;
+        let mut config = ListenerConfig::new(absolute("A2A_CREDENTIALS_PATH", credentials)?);
+        if let Some(host) = var(env, "A2A_HOST") {
+            config.host = host;
+        }
+        if let Some(port) = var(env, "A2A_PORT") {
+            config.port = port.parse().map_err(|_| ConfigError {
+                variable: "A2A_PORT".into(),
+                message: format!("`{port}` is not a port number (0..=65535)"),
+            })?;
+        }
+        if let Some(url) = var(env, "A2A_PUBLIC_URL") {
+            if !(url.starts_with("http://") || url.starts_with("https://")) {
+                return Err(ConfigError {
+                    variable: "A2A_PUBLIC_URL".into(),
+                    message: format!("`{url}` is not an http(s) URL"),
+                });
+            }
+            config.public_url = Some(url.trim_end_matches('/').to_string());
+        }
+        if let Some(name) = var(env, "A2A_AGENT_NAME") {
+            config.agent_name = name;
+        }
+        if let Some(description) = var(env, "A2A_AGENT_DESCRIPTION") {
+            config.agent_description = description;
+        }
+        if let Some(version) = var(env, "A2A_AGENT_VERSION") {
+            config.agent_version = version;
+        }
+        let number = |name: &str, min: u64, max: u64| -> Result<Option<u64>, ConfigError> {
+            var(env, name)
+                .map(|v| {
+                    v.parse::<u64>()
+                        .ok()
+                        .filter(|n| (min..=max).contains(n))
+                        .ok_or_else(|| ConfigError {
+                            variable: name.into(),
+                            message: format!("`{v}` is not a whole number in {min}..={max}"),
+                        })
+                })
+                .transpose()
+        };
+        if let Some(ms) = number("A2A_BLOCKING_TIMEOUT_MS", 0, 3_600_000)? {
+            config.blocking_timeout_ms = ms;
+        }
+        if let Some(bytes) = number("A2A_MAX_BODY_BYTES", 1024, 64 * 1024 * 1024)? {
+            config.max_body_bytes = bytes as usize;
+        }
+        if let Some(n) = number("A2A_MAX_CONNECTIONS", 1, 65_536)? {
+            config.max_connections = n as usize;
+        }
+        if let Some(ms) = number("A2A_IDLE_TIMEOUT_MS", 100, 3_600_000)? {
+            config.idle_timeout_ms = ms;
+        }
+        Ok(config)
+    }
+}
+
+/// Whether `A2A_SERVER` asks for the listener (`1` or `true`; `0`, `false` or unset: no).
+pub fn listener_enabled(env: &dyn Fn(&str) -> Option<String>) -> Result<bool, ConfigError> {
+    match var(env, "A2A_SERVER").as_deref() {
+        None | Some("0") | Some("false") => Ok(false),
+        Some("1") | Some("true") => Ok(true),
+        Some(other) => Err(ConfigError {
+            variable: "A2A_SERVER".into(),
+            message: format!("`{other}` is neither 1/true nor 0/false"),
+        }),
+    }
+}

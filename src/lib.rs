@@ -6,6 +6,10 @@
 //!   connections, schema migrations, the store-root lock, failure injection for tests.
 //! - [`plane`]: the trusted intake and every rule of the contract's Task and conversation
 //!   semantics (contexts, continuation, idempotency, acceptance, retention, delivery).
+//! - [`events`]: per-Task broadcast of updates after commit, and acceptances for agent drivers.
+//! - [`http`]: the A2A HTTP+JSON listener (hyper, own router): auth, negotiation, errors,
+//!   SSE, the Agent Card.
+//! - [`log`]: structured JSON log lines with stable event names.
 //! - [`record`]: the native records the store keeps (not wire types).
 //! - [`ids`]: the identifier pattern, locator bounds, server-minted ids.
 //! - [`clock`]: injectable time.
@@ -17,7 +21,10 @@
 
 pub mod clock;
 pub mod config;
+pub mod events;
+pub mod http;
 pub mod ids;
+pub mod log;
 pub mod plane;
 pub mod record;
 pub mod store;

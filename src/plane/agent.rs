@@ -5,7 +5,8 @@
 use rusqlite::Connection;
 
 use super::rows::{self, TaskRow};
-use super::{PlaneError, TaskPlane};
+use super::{PlaneError, Published, TaskPlane};
+use crate::events::TaskEvent;
 use crate::record::{ArtifactRecord, Continuation, MessageRecord, TaskRecord, TaskState};
 
 /// Which interrupted state a request for input puts the Task in.
@@ -13,6 +14,29 @@ use crate::record::{ArtifactRecord, Continuation, MessageRecord, TaskRecord, Tas
 pub enum InterruptKind {
     InputRequired,
     AuthRequired,
+}
+
+fn status(
+    task: &TaskRow,
+    state: TaskState,
+    message: Option<&MessageRecord>,
+    at_ms: i64,
+) -> Published {
+    Published::Task(TaskEvent::Status {
+        task_id: task.record.task_id.clone(),
+        context_id: task.record.context_id.clone(),
+        state,
+        message: message.cloned(),
+        at_ms,
+    })
+}
+
+fn artifact_event(task: &TaskRow, artifact: &ArtifactRecord) -> Published {
+    Published::Task(TaskEvent::Artifact {
+        task_id: task.record.task_id.clone(),
+        context_id: task.record.context_id.clone(),
+        artifact: artifact.clone(),
+    })
 }
 
 fn live_task(conn: &Connection, task_id: &str) -> Result<TaskRow, PlaneError> {
@@ -53,13 +77,16 @@ impl TaskPlane {
     pub fn start_work(&self, task_id: &str) -> Result<TaskState, PlaneError> {
         let task_id = task_id.to_string();
         let now = self.now();
-        self.write(move |tx| {
+        self.write_publishing(move |tx| {
             let task = live_task(tx.conn(), &task_id)?;
             match task.record.state {
-                TaskState::Working => Ok(TaskState::Working),
+                TaskState::Working => Ok((TaskState::Working, vec![])),
                 TaskState::Submitted => {
                     rows::set_status(tx.conn(), task.seq, TaskState::Working, None, now, None)?;
-                    Ok(TaskState::Working)
+                    Ok((
+                        TaskState::Working,
+                        vec![status(&task, TaskState::Working, None, now)],
+                    ))
                 }
                 state => Err(PlaneError::FailedPrecondition(format!(
                     "task {task_id} is {} and waits for a continuation before work can start",
@@ -82,7 +109,7 @@ impl TaskPlane {
         agent_message(&question)?;
         let task_id = task_id.to_string();
         let now = self.now();
-        self.write(move |tx| {
+        self.write_publishing(move |tx| {
             let task = live_task(tx.conn(), &task_id)?;
             if task.record.continuation == Continuation::None {
                 return Err(PlaneError::FailedPrecondition(format!(
@@ -96,7 +123,7 @@ impl TaskPlane {
             };
             rows::append_history(tx.conn(), &task, &question)?;
             rows::set_status(tx.conn(), task.seq, state, Some(&question), now, Some(true))?;
-            Ok(())
+            Ok(((), vec![status(&task, state, Some(&question), now)]))
         })
     }
 
@@ -108,7 +135,7 @@ impl TaskPlane {
     ) -> Result<(), PlaneError> {
         artifact_ok(&artifact)?;
         let task_id = task_id.to_string();
-        self.write(move |tx| {
+        self.write_publishing(move |tx| {
             let task = live_task(tx.conn(), &task_id)?;
             if task.record.state != TaskState::Working {
                 return Err(PlaneError::FailedPrecondition(format!(
@@ -117,7 +144,7 @@ impl TaskPlane {
                 )));
             }
             rows::append_artifact(tx.conn(), &task, &artifact)?;
-            Ok(())
+            Ok(((), vec![artifact_event(&task, &artifact)]))
         })
     }
 
@@ -134,11 +161,13 @@ impl TaskPlane {
         }
         let task_id = task_id.to_string();
         let now = self.now();
-        self.write(move |tx| {
+        self.write_publishing(move |tx| {
             let mut task = live_task(tx.conn(), &task_id)?;
+            let mut published = Vec::with_capacity(artifacts.len() + 1);
             for artifact in &artifacts {
                 rows::append_artifact(tx.conn(), &task, artifact)?;
                 task.artifact_len += 1;
+                published.push(artifact_event(&task, artifact));
             }
             if let Some(message) = &message {
                 rows::append_history(tx.conn(), &task, message)?;
@@ -151,7 +180,8 @@ impl TaskPlane {
                 now,
                 Some(false),
             )?;
-            Ok(())
+            published.push(status(&task, TaskState::Completed, message.as_ref(), now));
+            Ok(((), published))
         })
     }
 
@@ -171,11 +201,11 @@ impl TaskPlane {
         agent_message(&reason)?;
         let task_id = task_id.to_string();
         let now = self.now();
-        self.write(move |tx| {
+        self.write_publishing(move |tx| {
             let task = live_task(tx.conn(), &task_id)?;
             rows::append_history(tx.conn(), &task, &reason)?;
             rows::set_status(tx.conn(), task.seq, state, Some(&reason), now, Some(false))?;
-            Ok(())
+            Ok(((), vec![status(&task, state, Some(&reason), now)]))
         })
     }
 
@@ -183,7 +213,7 @@ impl TaskPlane {
     pub fn cancel(&self, principal: &str, task_id: &str) -> Result<TaskRecord, PlaneError> {
         let (principal, task_id) = (principal.to_string(), task_id.to_string());
         let now = self.now();
-        self.write(move |tx| {
+        self.write_publishing(move |tx| {
             let task = rows::owned_task(tx.conn(), &principal, &task_id)?
                 .ok_or_else(|| PlaneError::TaskNotFound(task_id.clone()))?;
             if task.record.state.is_terminal() {
@@ -200,12 +230,13 @@ impl TaskPlane {
                 now,
                 Some(false),
             )?;
+            let published = vec![status(&task, TaskState::Canceled, None, now)];
             let mut record = task.record;
             record.state = TaskState::Canceled;
             record.status_message = None;
             record.status_ms = now;
             record.input_request_open = false;
-            Ok(record)
+            Ok((record, published))
         })
     }
 }

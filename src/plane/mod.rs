@@ -19,6 +19,7 @@ mod agent;
 mod delivery;
 mod error;
 mod intake;
+mod query;
 mod retention;
 mod rows;
 
@@ -32,10 +33,12 @@ use serde_json::{json, Value};
 pub use agent::InterruptKind;
 pub use delivery::{DeliveryOutcome, DeliveryRequest, Reconciler, Recovery, SendFailure};
 pub use error::PlaneError;
+pub use query::{ListFilter, PageCursor, TaskPage};
 pub use retention::{CompactionReport, RETENTION_MS};
 pub use rows::content_address;
 
 use crate::clock::{Clock, SystemClock};
+use crate::events::{Accepted, EventBus, TaskEvent};
 use crate::ids::{self, check_identifier, check_locator};
 use crate::record::{Continuation, Locator, MessageRecord, Role, TaskRecord, TaskState};
 use crate::store::{Faults, Store, StoreOptions, WriteTx};
@@ -128,7 +131,15 @@ pub struct TaskPlane {
     retention_ms: i64,
     sources: Arc<RwLock<HashMap<String, Continuation>>>,
     deliveries: Arc<delivery::InFlight>,
+    events: Arc<EventBus>,
     startup: CompactionReport,
+}
+
+/// What a committed write announces.
+#[derive(Debug, Clone)]
+pub(crate) enum Published {
+    Task(TaskEvent),
+    Accepted(Accepted),
 }
 
 impl TaskPlane {
@@ -150,6 +161,7 @@ impl TaskPlane {
                 Continuation::ExplicitTaskId,
             )]))),
             deliveries: Arc::new(delivery::InFlight::default()),
+            events: Arc::new(EventBus::default()),
             startup: CompactionReport::default(),
         };
         let startup = plane.recover_and_compact();
@@ -195,6 +207,64 @@ impl TaskPlane {
         work: impl FnOnce(&WriteTx<'_>) -> Result<R, PlaneError> + Send + 'static,
     ) -> Result<R, PlaneError> {
         self.store.write(work)
+    }
+
+    /// A write whose committed result announces events (published from the writer thread,
+    /// in commit order, before the caller hears back).
+    fn write_publishing<R: Send + 'static>(
+        &self,
+        work: impl FnOnce(&WriteTx<'_>) -> Result<(R, Vec<Published>), PlaneError> + Send + 'static,
+    ) -> Result<R, PlaneError> {
+        let bus = self.events.clone();
+        let (result, _) = self.store.write_then(
+            work,
+            Box::new(move |(_, published): &(R, Vec<Published>)| {
+                for p in published {
+                    match p {
+                        Published::Task(event) => bus.publish(event.clone()),
+                        Published::Accepted(accepted) => bus.publish_accepted(accepted.clone()),
+                    }
+                }
+            }),
+        )?;
+        Ok(result)
+    }
+
+    /// An intake write: a new or continued Task is announced to agent drivers, and a
+    /// continued one's subscribers see it resume.
+    fn write_intake(
+        &self,
+        work: impl FnOnce(&WriteTx<'_>) -> Result<Acceptance, PlaneError> + Send + 'static,
+    ) -> Result<Acceptance, PlaneError> {
+        let now = self.now();
+        self.write_publishing(move |tx| {
+            let acceptance = work(tx)?;
+            let mut published = Vec::new();
+            if let (Some(task_id), Disposition::Created | Disposition::Continued) =
+                (&acceptance.task_id, acceptance.disposition)
+            {
+                if acceptance.disposition == Disposition::Continued {
+                    published.push(Published::Task(TaskEvent::Status {
+                        task_id: task_id.clone(),
+                        context_id: acceptance.context_id.clone(),
+                        state: TaskState::Submitted,
+                        message: None,
+                        at_ms: now,
+                    }));
+                }
+                published.push(Published::Accepted(Accepted {
+                    activation_id: acceptance.activation_id.clone(),
+                    task_id: task_id.clone(),
+                    context_id: acceptance.context_id.clone(),
+                }));
+            }
+            Ok((acceptance, published))
+        })
+    }
+
+    /// The plane's event bus: per-Task updates and acceptances.
+    pub fn events(&self) -> &EventBus {
+        &self.events
     }
 
     fn read<R>(
@@ -245,7 +315,7 @@ impl TaskPlane {
     pub fn accept(&self, activation: Activation) -> Result<Acceptance, PlaneError> {
         let (intake, activation) = self.native_intake(activation)?;
         let now = self.now();
-        self.write(move |tx| {
+        self.write_intake(move |tx| {
             if let Some(prior) = intake::prior_outcome(tx.conn(), &intake)? {
                 return Ok(prior);
             }
@@ -260,7 +330,7 @@ impl TaskPlane {
     pub fn continue_activation(&self, activation: Activation) -> Result<Acceptance, PlaneError> {
         let (intake, activation) = self.native_intake(activation)?;
         let now = self.now();
-        self.write(move |tx| {
+        self.write_intake(move |tx| {
             if let Some(prior) = intake::prior_outcome(tx.conn(), &intake)? {
                 return Ok(prior);
             }
@@ -333,7 +403,7 @@ impl TaskPlane {
             self.message_intake(principal, context_id, Some(task_id), message, extensions)?;
         let (task_id, context_id) = (task_id.to_string(), context_id.map(str::to_string));
         let now = self.now();
-        self.write(move |tx| {
+        self.write_intake(move |tx| {
             if let Some(prior) = intake::prior_outcome(tx.conn(), &intake)? {
                 return Ok(prior);
             }
@@ -370,7 +440,7 @@ impl TaskPlane {
     ) -> Result<Acceptance, PlaneError> {
         let intake = self.message_intake(principal, context_id, None, message, extensions)?;
         let now = self.now();
-        self.write(move |tx| {
+        self.write_intake(move |tx| {
             if let Some(prior) = intake::prior_outcome(tx.conn(), &intake)? {
                 return Ok(prior);
             }
@@ -406,7 +476,7 @@ impl TaskPlane {
         let intake = self.message_intake(principal, Some(context_id), None, message, Vec::new())?;
         let context_id = context_id.to_string();
         let now = self.now();
-        self.write(move |tx| {
+        self.write_intake(move |tx| {
             if let Some(prior) = intake::prior_outcome(tx.conn(), &intake)? {
                 return Ok(prior);
             }
@@ -437,7 +507,7 @@ impl TaskPlane {
             });
         }
         let now = self.now();
-        self.write(move |tx| {
+        self.write_intake(move |tx| {
             if let Some(prior) = intake::prior_outcome(tx.conn(), &intake)? {
                 return Ok(prior);
             }
@@ -547,6 +617,27 @@ impl TaskPlane {
     ) -> Result<Option<TaskRecord>, PlaneError> {
         self.read(|conn| {
             let Some(row) = rows::owned_task(conn, principal, task_id)? else {
+                return Ok(None);
+            };
+            Ok(Some(read_full(
+                conn,
+                row,
+                history_length,
+                include_artifacts,
+            )?))
+        })
+    }
+
+    /// The durable state of any Task, whoever owns it: for the agent side (the wake queue
+    /// and the agent's tools, which check turn authority first), never for callers.
+    pub fn task(
+        &self,
+        task_id: &str,
+        history_length: Option<u32>,
+        include_artifacts: bool,
+    ) -> Result<Option<TaskRecord>, PlaneError> {
+        self.read(|conn| {
+            let Some(row) = rows::task_by_id(conn, task_id)? else {
                 return Ok(None);
             };
             Ok(Some(read_full(

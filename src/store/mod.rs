@@ -135,8 +135,13 @@ trait Job: Send {
     fn abort(self: Box<Self>, err: StoreError);
 }
 
+/// Runs on the writer thread right after the commit that made a job's result durable, in
+/// commit order (used to publish events).
+pub type OnCommit<R> = Box<dyn FnOnce(&R) + Send>;
+
 struct TypedJob<F, R, E> {
     work: F,
+    on_commit: Option<OnCommit<R>>,
     reply: oneshot::Sender<Result<R, E>>,
 }
 
@@ -147,7 +152,11 @@ where
     E: From<StoreError> + Send + 'static,
 {
     fn run(self: Box<Self>, tx: &WriteTx<'_>) -> (bool, Completion) {
-        let TypedJob { work, reply } = *self;
+        let TypedJob {
+            work,
+            on_commit,
+            reply,
+        } = *self;
         let result = work(tx);
         let ok = result.is_ok();
         let completion: Completion = Box::new(move |commit_error| {
@@ -155,6 +164,9 @@ where
                 (Ok(_), Some(err)) => Err(E::from(err)),
                 (result, _) => result,
             };
+            if let (Ok(value), Some(on_commit)) = (&result, on_commit) {
+                on_commit(value);
+            }
             // The caller may have gone away; its records are committed (or not) either way.
             let _ = reply.send(result);
         });
@@ -266,7 +278,11 @@ impl Store {
         &self.shared.db_path
     }
 
-    fn enqueue<F, R, E>(&self, work: F) -> Result<oneshot::Receiver<Result<R, E>>, E>
+    fn enqueue<F, R, E>(
+        &self,
+        work: F,
+        on_commit: Option<OnCommit<R>>,
+    ) -> Result<oneshot::Receiver<Result<R, E>>, E>
     where
         F: FnOnce(&WriteTx<'_>) -> Result<R, E> + Send + 'static,
         R: Send + 'static,
@@ -281,7 +297,11 @@ impl Store {
             .clone()
             .ok_or_else(|| E::from(StoreError::Closed))?;
         sender
-            .send(Box::new(TypedJob { work, reply }))
+            .send(Box::new(TypedJob {
+                work,
+                on_commit,
+                reply,
+            }))
             .map_err(|_| E::from(StoreError::Closed))?;
         Ok(receiver)
     }
@@ -294,7 +314,20 @@ impl Store {
         R: Send + 'static,
         E: From<StoreError> + Send + 'static,
     {
-        self.enqueue(work)?
+        self.enqueue(work, None)?
+            .blocking_recv()
+            .unwrap_or_else(|_| Err(E::from(StoreError::Closed)))
+    }
+
+    /// [`Store::write`], then `on_commit` on the writer thread once the result is durable
+    /// (in commit order, before the caller hears back).
+    pub fn write_then<F, R, E>(&self, work: F, on_commit: OnCommit<R>) -> Result<R, E>
+    where
+        F: FnOnce(&WriteTx<'_>) -> Result<R, E> + Send + 'static,
+        R: Send + 'static,
+        E: From<StoreError> + Send + 'static,
+    {
+        self.enqueue(work, Some(on_commit))?
             .blocking_recv()
             .unwrap_or_else(|_| Err(E::from(StoreError::Closed)))
     }
@@ -306,7 +339,7 @@ impl Store {
         R: Send + 'static,
         E: From<StoreError> + Send + 'static,
     {
-        self.enqueue(work)?
+        self.enqueue(work, None)?
             .await
             .unwrap_or_else(|_| Err(E::from(StoreError::Closed)))
     }

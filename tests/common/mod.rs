@@ -1,6 +1,8 @@
 //! Helpers shared by the integration tests: temporary store roots and plane builders.
 #![allow(dead_code)]
 
+pub mod http;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

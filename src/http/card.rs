@@ -1,0 +1,77 @@
+//! The public Agent Card at `/.well-known/agent-card.json`, built once per listener, served
+//! with `Cache-Control`, an `ETag` (a content hash) and `Last-Modified`, and `304` on a
+//! matching `If-None-Match`.
+
+use bytes::Bytes;
+use serde_json::json;
+
+use crate::config::ListenerConfig;
+use crate::wire::extensions::{ELICITATION_V1, OUTFITTER_TASK_V1};
+use crate::wire::{AgentCard, PROTOCOL_BINDING, PROTOCOL_VERSION};
+
+/// The card, encoded once.
+pub struct CardDocument {
+    pub body: Bytes,
+    pub etag: String,
+    pub last_modified: String,
+}
+
+/// How long clients may cache the card.
+pub const MAX_AGE_SECONDS: u32 = 300;
+
+pub fn build(config: &ListenerConfig, interface_url: &str, started_ms: i64) -> CardDocument {
+    let card = json!({
+        "name": config.agent_name,
+        "description": config.agent_description,
+        "supportedInterfaces": [{
+            "url": interface_url,
+            "protocolBinding": PROTOCOL_BINDING,
+            "protocolVersion": PROTOCOL_VERSION,
+        }],
+        "version": config.agent_version,
+        "capabilities": {
+            "streaming": true,
+            "pushNotifications": false,
+            "extendedAgentCard": false,
+            "extensions": [
+                {
+                    "uri": OUTFITTER_TASK_V1,
+                    "description": "Typed Outfitter task metadata: the Task locator (interface URL + binding + version + tenant + taskId) and typed workflow outputs.",
+                    "required": false,
+                },
+                {
+                    "uri": ELICITATION_V1,
+                    "description": "MCP-compatible structured questions: an input request carries a data part {message, requestedSchema}; answer with {action, content}.",
+                    "required": false,
+                },
+            ],
+        },
+        "securitySchemes": {
+            "bearer": { "httpAuthSecurityScheme": { "scheme": "Bearer", "description": "A token from the operator's credentials file; it maps to one principal." } },
+        },
+        "securityRequirements": [{ "schemes": { "bearer": { "list": [] } } }],
+        "defaultInputModes": ["text/plain", "application/json"],
+        "defaultOutputModes": ["text/plain", "application/json"],
+        "skills": [{
+            "id": "resident-agent",
+            "name": "Resident coding agent",
+            "description": "Hand a task to the resident Pi agent: it works it in its own session and answers with artifacts, a question, or a rejection.",
+            "tags": ["coding", "agent", "pi"],
+            "examples": ["Summarise the open pull requests", "Fix the failing test in src/parser.rs"],
+        }],
+    });
+    // Through the wire type, so the card is exactly what the proto allows.
+    let card: AgentCard =
+        serde_json::from_value(card).expect("the agent card matches the wire model");
+    let body = Bytes::from(crate::wire::json::encode(&card));
+    let etag = format!("\"{}\"", &crate::plane::content_address(&body)[7..23]);
+    let last_modified = chrono::DateTime::from_timestamp_millis(started_ms)
+        .unwrap_or_default()
+        .format("%a, %d %b %Y %H:%M:%S GMT")
+        .to_string();
+    CardDocument {
+        body,
+        etag,
+        last_modified,
+    }
+}

@@ -1,0 +1,181 @@
+//! A2A errors over HTTP: every error body is the wrapped `google.rpc.Status`
+//! (`{"error": {code, status, message, details: [ErrorInfo, BadRequest?]}}`), and every
+//! plane error maps to its A2A reason here and only here.
+
+use bytes::Bytes;
+use hyper::StatusCode;
+use serde_json::{json, Value};
+
+use crate::plane::PlaneError;
+use crate::store::StoreError;
+use crate::wire::json::WireError;
+
+/// The ErrorInfo domain of A2A errors.
+pub const DOMAIN: &str = "a2a-protocol.org";
+
+/// An error on its way to the client.
+#[derive(Debug, Clone)]
+pub struct ApiError {
+    pub status: StatusCode,
+    /// The ErrorInfo reason (`TASK_NOT_FOUND`, `INVALID_ARGUMENT`, ...).
+    pub reason: &'static str,
+    pub message: String,
+    /// A `BadRequest` field violation: (field, description).
+    pub field: Option<(String, String)>,
+    /// ErrorInfo metadata (string values only).
+    pub metadata: Vec<(&'static str, String)>,
+}
+
+impl ApiError {
+    pub fn new(status: StatusCode, reason: &'static str, message: impl Into<String>) -> Self {
+        ApiError {
+            status,
+            reason,
+            message: message.into(),
+            field: None,
+            metadata: Vec::new(),
+        }
+    }
+
+    /// 400 INVALID_ARGUMENT naming `field`.
+    pub fn invalid(field: impl Into<String>, message: impl Into<String>) -> Self {
+        let (field, message) = (field.into(), message.into());
+        ApiError {
+            field: Some((field.clone(), message.clone())),
+            ..ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "INVALID_ARGUMENT",
+                if field.is_empty() {
+                    message
+                } else {
+                    format!("invalid `{field}`: {message}")
+                },
+            )
+        }
+    }
+
+    pub fn with_metadata(mut self, key: &'static str, value: impl Into<String>) -> Self {
+        self.metadata.push((key, value.into()));
+        self
+    }
+
+    pub fn task_not_found(task_id: &str) -> Self {
+        ApiError::new(
+            StatusCode::NOT_FOUND,
+            "TASK_NOT_FOUND",
+            format!("task {task_id} not found"),
+        )
+        .with_metadata("taskId", task_id)
+    }
+
+    pub fn unsupported(message: impl Into<String>) -> Self {
+        ApiError::new(StatusCode::BAD_REQUEST, "UNSUPPORTED_OPERATION", message)
+    }
+
+    /// The `google.rpc.Code` name of an HTTP status.
+    fn status_name(&self) -> &'static str {
+        match self.status {
+            StatusCode::BAD_REQUEST => match self.reason {
+                "INVALID_ARGUMENT" | "CONTENT_TYPE_NOT_SUPPORTED" => "INVALID_ARGUMENT",
+                _ => "FAILED_PRECONDITION",
+            },
+            StatusCode::UNAUTHORIZED => "UNAUTHENTICATED",
+            StatusCode::FORBIDDEN => "PERMISSION_DENIED",
+            StatusCode::NOT_FOUND => "NOT_FOUND",
+            StatusCode::METHOD_NOT_ALLOWED => "UNIMPLEMENTED",
+            StatusCode::CONFLICT => "ALREADY_EXISTS",
+            StatusCode::PAYLOAD_TOO_LARGE => "OUT_OF_RANGE",
+            StatusCode::UNSUPPORTED_MEDIA_TYPE => "INVALID_ARGUMENT",
+            StatusCode::NOT_IMPLEMENTED => "UNIMPLEMENTED",
+            StatusCode::SERVICE_UNAVAILABLE => "UNAVAILABLE",
+            StatusCode::REQUEST_TIMEOUT => "DEADLINE_EXCEEDED",
+            _ => "INTERNAL",
+        }
+    }
+
+    /// The wrapped `google.rpc.Status` body.
+    pub fn body(&self) -> Bytes {
+        let mut info = json!({
+            "@type": "type.googleapis.com/google.rpc.ErrorInfo",
+            "reason": self.reason,
+            "domain": DOMAIN,
+        });
+        if !self.metadata.is_empty() {
+            info["metadata"] = Value::Object(
+                self.metadata
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), Value::String(v.clone())))
+                    .collect(),
+            );
+        }
+        let mut details = vec![info];
+        if let Some((field, description)) = &self.field {
+            details.push(json!({
+                "@type": "type.googleapis.com/google.rpc.BadRequest",
+                "fieldViolations": [{ "field": field, "description": description }],
+            }));
+        }
+        let body = json!({
+            "error": {
+                "code": self.status.as_u16(),
+                "status": self.status_name(),
+                "message": self.message,
+                "details": details,
+            }
+        });
+        Bytes::from(serde_json::to_vec(&body).unwrap_or_default())
+    }
+}
+
+impl From<WireError> for ApiError {
+    fn from(err: WireError) -> Self {
+        let message = err.to_string();
+        ApiError {
+            field: Some((err.field.clone(), err.message.clone())),
+            ..ApiError::new(StatusCode::BAD_REQUEST, "INVALID_ARGUMENT", message)
+        }
+    }
+}
+
+impl From<PlaneError> for ApiError {
+    fn from(err: PlaneError) -> Self {
+        let message = err.to_string();
+        match err {
+            PlaneError::Invalid { field, message } => ApiError::invalid(field, message),
+            PlaneError::TaskNotFound(id) => ApiError::task_not_found(&id),
+            PlaneError::ContextNotFound(_) => {
+                ApiError::new(StatusCode::NOT_FOUND, "NOT_FOUND", message)
+            }
+            PlaneError::DuplicateMessageId { message_id } => {
+                ApiError::new(StatusCode::CONFLICT, "DUPLICATE_MESSAGE_ID", message)
+                    .with_metadata("messageId", message_id)
+            }
+            PlaneError::TaskTerminal { task_id, .. } => {
+                ApiError::unsupported(message).with_metadata("taskId", task_id)
+            }
+            PlaneError::NotCancelable { task_id, .. } => {
+                ApiError::new(StatusCode::BAD_REQUEST, "TASK_NOT_CANCELABLE", message)
+                    .with_metadata("taskId", task_id)
+            }
+            PlaneError::NotAwaitingInput { task_id, .. } => {
+                ApiError::unsupported(message).with_metadata("taskId", task_id)
+            }
+            PlaneError::ContextMismatch { .. } => ApiError::invalid("message.contextId", message),
+            PlaneError::UnknownSource(_)
+            | PlaneError::FailedPrecondition(_)
+            | PlaneError::DeliveryConflict(_) => {
+                ApiError::new(StatusCode::BAD_REQUEST, "FAILED_PRECONDITION", message)
+            }
+            PlaneError::Store(StoreError::Closed) => ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "UNAVAILABLE",
+                "the task plane is shutting down; retry",
+            ),
+            PlaneError::Store(_) => ApiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "INTERNAL",
+                format!("the message was not accepted: {message}"),
+            ),
+        }
+    }
+}

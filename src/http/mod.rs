@@ -1,0 +1,522 @@
+//! The A2A HTTP+JSON listener: hyper 1 on a tokio runtime owned by the listener (never a
+//! global), with our own small router (`/tasks/{id}:cancel`-style paths).
+//!
+//! Per request, in order: route (404) → method (405) → `A2A-Version` (400
+//! `VERSION_NOT_SUPPORTED`) → bearer principal (401) → content type (415) → body size (413)
+//! → ProtoJSON (400 naming the field) → the route's handler. Every error body is the
+//! wrapped `google.rpc.Status` (`error.rs`).
+//!
+//! Lifecycle: [`Listener::start`] binds and serves; [`Listener::close`] stops accepting,
+//! ends open streams, lets in-flight sends return their snapshot, waits for connections to
+//! finish (bounded) and shuts the runtime down. Connections are bounded in number; a
+//! client that does not send a request head in time, or idles on keep-alive, is dropped.
+
+mod auth;
+mod card;
+mod error;
+mod negotiate;
+mod send;
+mod sse;
+mod tasks;
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::header::{
+    HeaderValue, ALLOW, CACHE_CONTROL, CONTENT_TYPE, ETAG, IF_NONE_MATCH, LAST_MODIFIED,
+    WWW_AUTHENTICATE,
+};
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use serde_json::json;
+use tokio::sync::{watch, Semaphore};
+
+pub use auth::Credentials;
+pub use error::ApiError;
+
+use crate::config::ListenerConfig;
+use crate::plane::TaskPlane;
+use crate::record::MessageRecord;
+
+/// The body type of every response.
+pub type Body = BoxBody<Bytes, Infallible>;
+
+/// Decides whether an inbound message gets a direct Message answer instead of a Task.
+/// The Pi bridge always mints Tasks (the default).
+pub trait Executor: Send + Sync + 'static {
+    /// `Some(reply)` answers `message` directly (no Task); `None` makes it a Task.
+    fn respond_directly(
+        &self,
+        _principal: &str,
+        _message: &MessageRecord,
+    ) -> Option<MessageRecord> {
+        None
+    }
+}
+
+/// The default executor: every message is work.
+pub struct AlwaysTask;
+
+impl Executor for AlwaysTask {}
+
+/// Everything a request handler needs.
+pub(crate) struct Shared {
+    pub plane: TaskPlane,
+    pub config: ListenerConfig,
+    pub credentials: Credentials,
+    pub executor: Arc<dyn Executor>,
+    pub card: card::CardDocument,
+    /// The interface URL (the card's `supportedInterfaces[0].url`), without a trailing `/`.
+    pub interface_url: String,
+    /// The path prefix of the interface URL (`/a2a` for `https://h/a2a`), or empty.
+    pub base_path: String,
+    pub shutdown: watch::Receiver<bool>,
+}
+
+/// A running listener.
+pub struct Listener {
+    runtime: Option<tokio::runtime::Runtime>,
+    shutdown: watch::Sender<bool>,
+    serve: Option<tokio::task::JoinHandle<()>>,
+    local_addr: SocketAddr,
+    interface_url: String,
+}
+
+/// How long `close()` waits for open connections to finish.
+const CLOSE_GRACE: Duration = Duration::from_secs(5);
+
+impl Listener {
+    /// Loads the credentials, binds `config.host:config.port` and starts serving `plane`.
+    pub fn start(
+        plane: TaskPlane,
+        config: ListenerConfig,
+        executor: Arc<dyn Executor>,
+    ) -> Result<Listener, String> {
+        let credentials = Credentials::load(&config.credentials_path)?;
+        let std_listener = std::net::TcpListener::bind((config.host.as_str(), config.port))
+            .map_err(|e| {
+                format!(
+                    "A2A_HOST/A2A_PORT: cannot listen on {}:{}: {e}",
+                    config.host, config.port
+                )
+            })?;
+        std_listener
+            .set_nonblocking(true)
+            .map_err(|e| format!("cannot configure the listening socket: {e}"))?;
+        let local_addr = std_listener.local_addr().map_err(|e| e.to_string())?;
+        let interface_url = match &config.public_url {
+            Some(url) => url.clone(),
+            None => format!("http://{local_addr}"),
+        };
+        let base_path = base_path_of(&interface_url);
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("a2a-http")
+            .enable_all()
+            .build()
+            .map_err(|e| format!("cannot start the listener runtime: {e}"))?;
+        let (shutdown_tx, shutdown_rx) = watch::channel(false);
+        let started_ms = crate::clock::Clock::now_ms(&crate::clock::SystemClock);
+        let shared = Arc::new(Shared {
+            card: card::build(&config, &interface_url, started_ms),
+            plane,
+            config,
+            credentials,
+            executor,
+            interface_url: interface_url.clone(),
+            base_path,
+            shutdown: shutdown_rx,
+        });
+        let listener = {
+            let _guard = runtime.enter();
+            tokio::net::TcpListener::from_std(std_listener).map_err(|e| e.to_string())?
+        };
+        let serve = runtime.spawn(serve(listener, shared));
+        crate::log::event(
+            "a2a_server_started",
+            json!({ "bind": local_addr.to_string(), "url": interface_url }),
+        );
+        Ok(Listener {
+            runtime: Some(runtime),
+            shutdown: shutdown_tx,
+            serve: Some(serve),
+            local_addr,
+            interface_url,
+        })
+    }
+
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// The interface URL clients use (also in the Agent Card).
+    pub fn url(&self) -> &str {
+        &self.interface_url
+    }
+
+    /// Stops the listener: no new connections; open streams end; in-flight sends return
+    /// their snapshot; then the runtime stops. Idempotent.
+    pub fn close(&mut self) {
+        let Some(runtime) = self.runtime.take() else {
+            return;
+        };
+        let _ = self.shutdown.send(true);
+        if let Some(serve) = self.serve.take() {
+            let _ = runtime.block_on(async {
+                tokio::time::timeout(CLOSE_GRACE + Duration::from_secs(1), serve).await
+            });
+        }
+        runtime.shutdown_timeout(Duration::from_secs(1));
+        crate::log::event(
+            "a2a_server_stopped",
+            json!({ "bind": self.local_addr.to_string() }),
+        );
+    }
+}
+
+impl Drop for Listener {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
+fn base_path_of(url: &str) -> String {
+    let rest = url.split_once("://").map(|(_, r)| r).unwrap_or(url);
+    match rest.find('/') {
+        Some(i) => rest[i..].trim_end_matches('/').to_string(),
+        None => String::new(),
+    }
+}
+
+async fn serve(listener: tokio::net::TcpListener, shared: Arc<Shared>) {
+    let limit = Arc::new(Semaphore::new(shared.config.max_connections));
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let mut shutdown = shared.shutdown.clone();
+    let idle = Duration::from_millis(shared.config.idle_timeout_ms);
+    loop {
+        let permit = tokio::select! {
+            _ = shutdown.changed() => break,
+            permit = limit.clone().acquire_owned() => match permit { Ok(p) => p, Err(_) => break },
+        };
+        let stream = tokio::select! {
+            _ = shutdown.changed() => break,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                Err(_) => {
+                    // Out of file descriptors and the like: back off instead of spinning.
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+        };
+        let _ = stream.set_nodelay(true);
+        let shared = shared.clone();
+        let service = hyper::service::service_fn(move |req| {
+            let shared = shared.clone();
+            async move { Ok::<_, Infallible>(handle(shared, req).await) }
+        });
+        let conn = hyper::server::conn::http1::Builder::new()
+            .timer(TokioTimer::new())
+            .header_read_timeout(idle)
+            .keep_alive(true)
+            .serve_connection(TokioIo::new(stream), service);
+        let conn = graceful.watch(conn);
+        tokio::spawn(async move {
+            let _ = conn.await;
+            drop(permit);
+        });
+    }
+    drop(listener);
+    let _ = tokio::time::timeout(CLOSE_GRACE, graceful.shutdown()).await;
+}
+
+/// The routes of the binding.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Route {
+    Card,
+    Send,
+    Stream,
+    ListTasks,
+    GetTask(String),
+    CancelTask(String),
+    Subscribe(String),
+    PushConfigs,
+}
+
+impl Route {
+    fn allows(&self, method: &Method) -> bool {
+        match self {
+            Route::Card | Route::ListTasks | Route::GetTask(_) => {
+                method == Method::GET || method == Method::HEAD
+            }
+            Route::Send | Route::Stream | Route::CancelTask(_) => method == Method::POST,
+            Route::Subscribe(_) => method == Method::GET || method == Method::POST,
+            Route::PushConfigs => true,
+        }
+    }
+
+    fn allow_header(&self) -> &'static str {
+        match self {
+            Route::Card | Route::ListTasks | Route::GetTask(_) => "GET, HEAD",
+            Route::Send | Route::Stream | Route::CancelTask(_) => "POST",
+            Route::Subscribe(_) => "GET, POST",
+            Route::PushConfigs => "GET, POST, DELETE",
+        }
+    }
+}
+
+/// Matches a request path (already stripped of the interface's base path).
+fn route(path: &str) -> Option<Route> {
+    match path {
+        "/message:send" => return Some(Route::Send),
+        "/message:stream" => return Some(Route::Stream),
+        "/tasks" | "/tasks/" => return Some(Route::ListTasks),
+        _ => {}
+    }
+    let rest = path.strip_prefix("/tasks/")?;
+    let (segment, tail) = match rest.split_once('/') {
+        Some((segment, tail)) => (segment, Some(tail)),
+        None => (rest, None),
+    };
+    if segment.is_empty() {
+        return None;
+    }
+    if let Some(tail) = tail {
+        let is_push =
+            tail == "pushNotificationConfigs" || tail.starts_with("pushNotificationConfigs/");
+        return is_push.then_some(Route::PushConfigs);
+    }
+    // The verb sits inside the last segment: split on its last `:` before decoding, so
+    // an encoded `%3A` in an id is never taken for a verb.
+    let (raw_id, verb) = match segment.rsplit_once(':') {
+        Some((id, verb)) if verb == "cancel" || verb == "subscribe" => (id, Some(verb)),
+        _ => (segment, None),
+    };
+    let id = percent_encoding::percent_decode_str(raw_id)
+        .decode_utf8()
+        .ok()?
+        .into_owned();
+    if id.is_empty() {
+        return None;
+    }
+    Some(match verb {
+        Some("cancel") => Route::CancelTask(id),
+        Some(_) => Route::Subscribe(id),
+        None => Route::GetTask(id),
+    })
+}
+
+/// A request that passed the common checks.
+pub(crate) struct Ctx {
+    pub shared: Arc<Shared>,
+    pub principal: String,
+    /// Supported extension URIs the client activated for this request.
+    pub extensions: Vec<String>,
+}
+
+async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Response<Body> {
+    let path = req.uri().path().to_string();
+    if path == "/.well-known/agent-card.json" {
+        if !Route::Card.allows(req.method()) {
+            return method_not_allowed(&Route::Card);
+        }
+        return serve_card(&shared, &req);
+    }
+    let Some(local) = path.strip_prefix(shared.base_path.as_str()) else {
+        return not_found(&path);
+    };
+    let Some(route) = route(local) else {
+        return not_found(&path);
+    };
+    if !route.allows(req.method()) {
+        return method_not_allowed(&route);
+    }
+    let extensions = negotiate::activated_extensions(req.headers());
+    let respond = |result: Result<Response<Body>, ApiError>| match result {
+        Ok(response) => response,
+        Err(err) => error_response(&err, &extensions),
+    };
+    if let Err(err) = negotiate::check_version(&req) {
+        return respond(Err(err));
+    }
+    let authorization = req
+        .headers()
+        .get(hyper::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok());
+    let Some(principal) = shared
+        .credentials
+        .principal(authorization)
+        .map(str::to_string)
+    else {
+        let mut response = error_response(
+            &ApiError::new(
+                StatusCode::UNAUTHORIZED,
+                "UNAUTHENTICATED",
+                "a valid bearer token is required: send `Authorization: Bearer <token>`",
+            ),
+            &extensions,
+        );
+        response.headers_mut().insert(
+            WWW_AUTHENTICATE,
+            HeaderValue::from_static("Bearer realm=\"a2a\""),
+        );
+        return response;
+    };
+    if route == Route::PushConfigs {
+        return respond(Err(ApiError::new(
+            StatusCode::NOT_IMPLEMENTED,
+            "PUSH_NOTIFICATION_NOT_SUPPORTED",
+            "push notifications are not supported by this agent (its card declares pushNotifications: false); poll the Task or subscribe",
+        )));
+    }
+    let ctx = Ctx {
+        shared,
+        principal,
+        extensions: extensions.clone(),
+    };
+    let result = match route {
+        Route::Send => send::send(ctx, req).await,
+        Route::Stream => send::stream(ctx, req).await,
+        Route::ListTasks => tasks::list(ctx, req).await,
+        Route::GetTask(id) => tasks::get(ctx, req, id).await,
+        Route::CancelTask(id) => tasks::cancel(ctx, req, id).await,
+        Route::Subscribe(id) => tasks::subscribe(ctx, req, id).await,
+        Route::Card | Route::PushConfigs => unreachable!("handled above"),
+    };
+    respond(result)
+}
+
+fn serve_card(shared: &Shared, req: &Request<Incoming>) -> Response<Body> {
+    let card = &shared.card;
+    let matches = req
+        .headers()
+        .get(IF_NONE_MATCH)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| {
+            v.split(',')
+                .any(|tag| tag.trim() == card.etag || tag.trim() == "*")
+        });
+    let mut builder = Response::builder()
+        .header(
+            CACHE_CONTROL,
+            format!("public, max-age={}", card::MAX_AGE_SECONDS),
+        )
+        .header(ETAG, card.etag.as_str())
+        .header(LAST_MODIFIED, card.last_modified.as_str());
+    if matches {
+        builder = builder.status(StatusCode::NOT_MODIFIED);
+        return builder
+            .body(empty())
+            .unwrap_or_else(|_| Response::new(empty()));
+    }
+    let body = if req.method() == Method::HEAD {
+        empty()
+    } else {
+        full(card.body.clone())
+    };
+    builder
+        .status(StatusCode::OK)
+        .header(CONTENT_TYPE, "application/json")
+        .body(body)
+        .unwrap_or_else(|_| Response::new(empty()))
+}
+
+pub(crate) fn full(bytes: Bytes) -> Body {
+    Full::new(bytes).boxed()
+}
+
+pub(crate) fn empty() -> Body {
+    Full::new(Bytes::new()).boxed()
+}
+
+/// A JSON response carrying the activated extensions.
+pub(crate) fn json_response(
+    status: StatusCode,
+    body: Bytes,
+    extensions: &[String],
+) -> Response<Body> {
+    let mut response = Response::new(full(body));
+    *response.status_mut() = status;
+    response
+        .headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    negotiate::echo_extensions(response.headers_mut(), extensions);
+    response
+}
+
+pub(crate) fn error_response(err: &ApiError, extensions: &[String]) -> Response<Body> {
+    json_response(err.status, err.body(), extensions)
+}
+
+fn not_found(path: &str) -> Response<Body> {
+    error_response(
+        &ApiError::new(
+            StatusCode::NOT_FOUND,
+            "NOT_FOUND",
+            format!("no A2A route at {path}; see /.well-known/agent-card.json for this agent's interface"),
+        ),
+        &[],
+    )
+}
+
+fn method_not_allowed(route: &Route) -> Response<Body> {
+    let mut response = error_response(
+        &ApiError::new(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "METHOD_NOT_ALLOWED",
+            format!("this route accepts {}", route.allow_header()),
+        ),
+        &[],
+    );
+    response
+        .headers_mut()
+        .insert(ALLOW, HeaderValue::from_static(route.allow_header()));
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn routes_split_the_verb_on_the_last_colon_before_decoding() {
+        assert_eq!(
+            route("/tasks/abc:cancel"),
+            Some(Route::CancelTask("abc".into()))
+        );
+        assert_eq!(
+            route("/tasks/abc:subscribe"),
+            Some(Route::Subscribe("abc".into()))
+        );
+        assert_eq!(route("/tasks/abc"), Some(Route::GetTask("abc".into())));
+        assert_eq!(route("/tasks/a%3Ab"), Some(Route::GetTask("a:b".into())));
+        assert_eq!(
+            route("/tasks/a%2Fb%20c:cancel"),
+            Some(Route::CancelTask("a/b c".into()))
+        );
+        assert_eq!(
+            route("/tasks/x:other"),
+            Some(Route::GetTask("x:other".into()))
+        );
+        assert_eq!(
+            route("/tasks/t/pushNotificationConfigs/c1"),
+            Some(Route::PushConfigs)
+        );
+        assert_eq!(route("/tasks/t/other"), None);
+        assert_eq!(route("/tasks"), Some(Route::ListTasks));
+        assert_eq!(route("/message:send"), Some(Route::Send));
+        assert_eq!(route("/nope"), None);
+    }
+
+    #[test]
+    fn the_base_path_comes_from_the_interface_url() {
+        assert_eq!(base_path_of("https://h.example/a2a/"), "/a2a");
+        assert_eq!(base_path_of("http://127.0.0.1:8788"), "");
+    }
+}

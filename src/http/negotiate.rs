@@ -1,0 +1,181 @@
+//! Per-request negotiation: protocol version, activated extensions, content type, and the
+//! body read with its size limit.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Limited};
+use hyper::body::Incoming;
+use hyper::header::{HeaderMap, HeaderValue, CONTENT_LENGTH, CONTENT_TYPE};
+use hyper::{Request, StatusCode};
+
+use super::error::ApiError;
+use crate::wire::extensions::{ELICITATION_V1, OUTFITTER_TASK_V1};
+use crate::wire::PROTOCOL_VERSION;
+
+/// The header naming the protocol version a request speaks.
+pub const VERSION_HEADER: &str = "a2a-version";
+/// The header listing extension URIs (request: asked for; response: activated).
+pub const EXTENSIONS_HEADER: &str = "a2a-extensions";
+
+/// The extensions this server supports.
+pub const SUPPORTED_EXTENSIONS: [&str; 2] = [OUTFITTER_TASK_V1, ELICITATION_V1];
+
+/// `A2A-Version` (header, else the `A2A-Version` query parameter): absent means 1.0; any
+/// other `Major.Minor` than 1.0 is `VERSION_NOT_SUPPORTED`. A patch component is ignored.
+pub fn check_version<B>(req: &Request<B>) -> Result<(), ApiError> {
+    let from_header = req
+        .headers()
+        .get(VERSION_HEADER)
+        .map(|v| v.to_str().unwrap_or("<not text>").trim().to_string());
+    let from_query = || {
+        req.uri().query().and_then(|q| {
+            q.split('&')
+                .filter_map(|pair| pair.split_once('='))
+                .find(|(k, _)| k.eq_ignore_ascii_case("A2A-Version"))
+                .map(|(_, v)| v.to_string())
+        })
+    };
+    let Some(requested) = from_header.or_else(from_query).filter(|v| !v.is_empty()) else {
+        return Ok(());
+    };
+    let mut parts = requested.split('.');
+    let major_minor = match (parts.next(), parts.next(), parts.next(), parts.next()) {
+        (Some(major), Some(minor), _, None) => format!("{major}.{minor}"),
+        _ => String::new(),
+    };
+    if major_minor == PROTOCOL_VERSION {
+        return Ok(());
+    }
+    Err(ApiError::new(
+        StatusCode::BAD_REQUEST,
+        "VERSION_NOT_SUPPORTED",
+        format!("A2A version {requested} is not supported; this agent speaks {PROTOCOL_VERSION} (send `A2A-Version: {PROTOCOL_VERSION}`)"),
+    )
+    .with_metadata("requestedVersion", requested)
+    .with_metadata("supportedVersions", PROTOCOL_VERSION))
+}
+
+/// The supported extension URIs the request activates (`A2A-Extensions`, comma-separated,
+/// repeated header lines merged); unsupported URIs are ignored.
+pub fn activated_extensions(headers: &HeaderMap) -> Vec<String> {
+    let mut activated: Vec<String> = Vec::new();
+    for value in headers.get_all(EXTENSIONS_HEADER) {
+        let Ok(text) = value.to_str() else { continue };
+        for uri in text.split(',').map(str::trim) {
+            if SUPPORTED_EXTENSIONS.contains(&uri) && !activated.iter().any(|a| a == uri) {
+                activated.push(uri.to_string());
+            }
+        }
+    }
+    activated
+}
+
+/// Echoes the activated extensions in the response.
+pub fn echo_extensions(headers: &mut HeaderMap, extensions: &[String]) {
+    if extensions.is_empty() {
+        return;
+    }
+    if let Ok(value) = HeaderValue::from_str(&extensions.join(", ")) {
+        headers.insert(EXTENSIONS_HEADER, value);
+    }
+}
+
+/// Reads a JSON request body: `application/json` or `application/a2a+json` (or no type),
+/// at most `limit` bytes (413 before reading more), within `timeout`. An empty body is
+/// returned as empty bytes; the caller decides what that means.
+pub async fn read_json_body(
+    req: Request<Incoming>,
+    limit: usize,
+    timeout: Duration,
+) -> Result<Bytes, ApiError> {
+    if let Some(content_type) = req.headers().get(CONTENT_TYPE) {
+        let essence = content_type
+            .to_str()
+            .unwrap_or("")
+            .split(';')
+            .next()
+            .unwrap_or("")
+            .trim()
+            .to_ascii_lowercase();
+        if essence != "application/json" && essence != "application/a2a+json" {
+            return Err(ApiError::new(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "CONTENT_TYPE_NOT_SUPPORTED",
+                format!("request bodies must be application/json or application/a2a+json, not `{essence}`"),
+            ));
+        }
+    }
+    let too_large = || {
+        ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "PAYLOAD_TOO_LARGE",
+            format!("the request body is larger than {limit} bytes (A2A_MAX_BODY_BYTES)"),
+        )
+    };
+    let declared = req
+        .headers()
+        .get(CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > limit as u64) {
+        return Err(too_large());
+    }
+    let body = Limited::new(req.into_body(), limit);
+    match tokio::time::timeout(timeout, body.collect()).await {
+        Err(_) => Err(ApiError::new(
+            StatusCode::REQUEST_TIMEOUT,
+            "DEADLINE_EXCEEDED",
+            "the request body did not arrive in time",
+        )),
+        Ok(Err(err)) => {
+            if err
+                .downcast_ref::<http_body_util::LengthLimitError>()
+                .is_some()
+            {
+                Err(too_large())
+            } else {
+                Err(ApiError::new(
+                    StatusCode::BAD_REQUEST,
+                    "INVALID_ARGUMENT",
+                    format!("could not read the request body: {err}"),
+                ))
+            }
+        }
+        Ok(Ok(collected)) => Ok(collected.to_bytes()),
+    }
+}
+
+/// Query parameters, percent-decoded; `camelCase` and `snake_case` names both work.
+pub fn query_params(query: Option<&str>) -> Vec<(String, String)> {
+    let decode = |s: &str| {
+        percent_encoding::percent_decode_str(&s.replace('+', " "))
+            .decode_utf8_lossy()
+            .into_owned()
+    };
+    query
+        .unwrap_or("")
+        .split('&')
+        .filter(|pair| !pair.is_empty())
+        .map(|pair| match pair.split_once('=') {
+            Some((k, v)) => (camel(&decode(k)), decode(v)),
+            None => (camel(&decode(pair)), String::new()),
+        })
+        .collect()
+}
+
+fn camel(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    let mut upper = false;
+    for c in name.chars() {
+        if c == '_' {
+            upper = true;
+        } else if upper {
+            out.extend(c.to_uppercase());
+            upper = false;
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}

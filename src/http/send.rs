@@ -1,0 +1,162 @@
+//! `POST /message:send` and `POST /message:stream`: intake, then the Task (or a direct
+//! Message) back to the caller.
+
+use std::time::Duration;
+
+use hyper::body::Incoming;
+use hyper::{Request, Response, StatusCode};
+
+use super::error::ApiError;
+use super::tasks::{blocking, stream_task, task_snapshot, wait_settled};
+use super::{json_response, negotiate, sse, Body, Ctx};
+use crate::plane::Acceptance;
+use crate::record::Role;
+use crate::wire::{
+    self, send_message_response, stream_response, SendMessageRequest, SendMessageResponse,
+    StreamResponse,
+};
+
+/// What a send asked for, after parsing.
+struct Parsed {
+    request: SendMessageRequest,
+}
+
+async fn parse(ctx: &Ctx, req: Request<Incoming>) -> Result<Parsed, ApiError> {
+    let config = &ctx.shared.config;
+    let body = negotiate::read_json_body(
+        req,
+        config.max_body_bytes,
+        Duration::from_millis(config.idle_timeout_ms),
+    )
+    .await?;
+    if body.is_empty() {
+        return Err(ApiError::invalid(
+            "",
+            "the request body must be a SendMessageRequest, e.g. {\"message\": {...}}",
+        ));
+    }
+    let request: SendMessageRequest = wire::json::decode("SendMessageRequest", &body)?;
+    if request
+        .configuration
+        .as_ref()
+        .is_some_and(|c| c.task_push_notification_config.is_some())
+    {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "PUSH_NOTIFICATION_NOT_SUPPORTED",
+            "push notifications are not supported by this agent; leave out configuration.taskPushNotificationConfig",
+        ));
+    }
+    Ok(Parsed { request })
+}
+
+/// Accepts the message: continuation by explicit taskId, or new work (a Task, or a direct
+/// Message when the executor answers directly).
+async fn accept(ctx: &Ctx, request: &SendMessageRequest) -> Result<Acceptance, ApiError> {
+    let message = request
+        .message
+        .clone()
+        .ok_or_else(|| ApiError::invalid("message", "is required"))?;
+    let (record, context_id, task_id) = wire::convert::message_from_wire(message)
+        .map_err(|e| ApiError::invalid(format!("message.{}", e.field), e.message))?;
+    if record.role != Role::User {
+        return Err(ApiError::invalid(
+            "message.role",
+            "a client's message is ROLE_USER",
+        ));
+    }
+    let plane = ctx.shared.plane.clone();
+    let executor = ctx.shared.executor.clone();
+    let principal = ctx.principal.clone();
+    let extensions = ctx.extensions.clone();
+    blocking(move || {
+        if let Some(task_id) = task_id {
+            return plane.continue_task(
+                &principal,
+                &task_id,
+                context_id.as_deref(),
+                record,
+                extensions,
+            );
+        }
+        if let Some(prior) =
+            plane.prior_outcome(&principal, context_id.as_deref(), None, &record)?
+        {
+            return Ok(prior);
+        }
+        match executor.respond_directly(&principal, &record) {
+            Some(reply) => plane.respond_directly(&principal, context_id.as_deref(), record, reply),
+            None => plane.accept_in_context(&principal, context_id.as_deref(), record, extensions),
+        }
+    })
+    .await
+}
+
+fn direct_message(acceptance: &Acceptance) -> Option<wire::Message> {
+    acceptance
+        .direct_reply
+        .as_ref()
+        .map(|reply| wire::convert::message_to_wire(reply, &acceptance.context_id, None))
+}
+
+pub async fn send(ctx: Ctx, req: Request<Incoming>) -> Result<Response<Body>, ApiError> {
+    let Parsed { request } = parse(&ctx, req).await?;
+    let acceptance = accept(&ctx, &request).await?;
+    let payload = match (direct_message(&acceptance), &acceptance.task_id) {
+        (Some(message), _) => send_message_response::Payload::Message(message),
+        (None, Some(task_id)) => {
+            let config = request.configuration.as_ref();
+            let history_length = config
+                .and_then(|c| c.history_length)
+                .map(|n| n.max(0) as u32);
+            if !config.is_some_and(|c| c.return_immediately) {
+                let timeout = Duration::from_millis(ctx.shared.config.blocking_timeout_ms);
+                wait_settled(&ctx, task_id, timeout).await?;
+            }
+            send_message_response::Payload::Task(
+                task_snapshot(&ctx, task_id, history_length).await?,
+            )
+        }
+        (None, None) => {
+            return Err(ApiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "INTERNAL",
+                "acceptance without a Task or a reply",
+            ))
+        }
+    };
+    let body = wire::json::encode(&SendMessageResponse {
+        payload: Some(payload),
+    });
+    Ok(json_response(StatusCode::OK, body.into(), &ctx.extensions))
+}
+
+pub async fn stream(ctx: Ctx, req: Request<Incoming>) -> Result<Response<Body>, ApiError> {
+    let Parsed { request } = parse(&ctx, req).await?;
+    let acceptance = accept(&ctx, &request).await?;
+    if let Some(message) = direct_message(&acceptance) {
+        // A direct Message is exactly one event, then the stream closes.
+        let (response, events) = sse::response(&ctx.extensions);
+        tokio::spawn(async move {
+            events
+                .send(&StreamResponse {
+                    payload: Some(stream_response::Payload::Message(message)),
+                })
+                .await;
+        });
+        return Ok(response);
+    }
+    let task_id = acceptance.task_id.ok_or_else(|| {
+        ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "INTERNAL",
+            "acceptance without a Task",
+        )
+    })?;
+    let history_length = request
+        .configuration
+        .as_ref()
+        .and_then(|c| c.history_length)
+        .map(|n| n.max(0) as u32);
+    stream_task(ctx, task_id, history_length).await
+}

@@ -1,0 +1,106 @@
+//! Listing a principal's Tasks: filters, newest status first, keyset pagination (a page
+//! boundary is a position, not an offset, so inserts do not shift later pages).
+
+use rusqlite::types::Value as SqlValue;
+
+use super::rows::{self, TASK_COLUMNS};
+use super::{read_full, PlaneError, TaskPlane};
+use crate::record::{TaskRecord, TaskState};
+
+/// What to list.
+#[derive(Debug, Clone, Default)]
+pub struct ListFilter {
+    pub context_id: Option<String>,
+    pub state: Option<TaskState>,
+    /// Only Tasks whose status changed at or after this time (Unix ms).
+    pub status_since_ms: Option<i64>,
+    pub page_size: u32,
+    /// Where the previous page ended.
+    pub after: Option<PageCursor>,
+    pub history_length: Option<u32>,
+    pub include_artifacts: bool,
+}
+
+/// A position in the listing order: (status time, insertion sequence), descending.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PageCursor {
+    pub status_ms: i64,
+    pub seq: i64,
+}
+
+/// One page of a listing.
+#[derive(Debug, Clone)]
+pub struct TaskPage {
+    pub tasks: Vec<TaskRecord>,
+    /// Where the next page starts; `None` on the last page.
+    pub next: Option<PageCursor>,
+    /// Matches before pagination.
+    pub total: u64,
+}
+
+impl TaskPlane {
+    /// The principal's Tasks that match `filter`, newest status first.
+    pub fn list_tasks(&self, principal: &str, filter: &ListFilter) -> Result<TaskPage, PlaneError> {
+        let mut clauses = vec!["principal = ?"];
+        let mut params: Vec<SqlValue> = vec![principal.to_string().into()];
+        if let Some(context_id) = &filter.context_id {
+            clauses.push("context_id = ?");
+            params.push(context_id.clone().into());
+        }
+        if let Some(state) = filter.state {
+            clauses.push("state = ?");
+            params.push(state.as_str().to_string().into());
+        }
+        if let Some(since) = filter.status_since_ms {
+            clauses.push("status_ms >= ?");
+            params.push(since.into());
+        }
+        let matching = clauses.join(" AND ");
+        let count_params = params.clone();
+        let mut page_clause = String::new();
+        if let Some(after) = filter.after {
+            page_clause = " AND (status_ms < ? OR (status_ms = ? AND seq < ?))".to_string();
+            params.extend([
+                after.status_ms.into(),
+                after.status_ms.into(),
+                after.seq.into(),
+            ]);
+        }
+        let limit = i64::from(filter.page_size.max(1));
+        params.push((limit + 1).into());
+        self.read(|conn| {
+            let total: i64 = conn.query_row(
+                &format!("SELECT COUNT(*) FROM tasks WHERE {matching}"),
+                rusqlite::params_from_iter(count_params.iter()),
+                |r| r.get(0),
+            )?;
+            let sql = format!(
+                "SELECT {TASK_COLUMNS} FROM tasks WHERE {matching}{page_clause} ORDER BY status_ms DESC, seq DESC LIMIT ?"
+            );
+            let mut stmt = conn.prepare_cached(&sql)?;
+            let mut found = stmt
+                .query_map(rusqlite::params_from_iter(params.iter()), rows::task_from_row)?
+                .map(|row| Ok(row??))
+                .collect::<Result<Vec<_>, PlaneError>>()?;
+            let more = found.len() as i64 > limit;
+            found.truncate(limit as usize);
+            let next = if more {
+                found.last().map(|t| PageCursor {
+                    status_ms: t.record.status_ms,
+                    seq: t.seq,
+                })
+            } else {
+                None
+            };
+            let tasks = found
+                .into_iter()
+                .map(|row| read_full(conn, row, filter.history_length, filter.include_artifacts))
+                .collect::<Result<Vec<_>, PlaneError>>()?;
+            Ok(TaskPage {
+                tasks,
+                next,
+                total: total as u64,
+            })
+        })
+    }
+}
