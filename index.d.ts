@@ -10,6 +10,28 @@
 export declare const __napiBindingTarget: 'native' | 'wasm32-wasi' | 'wasm32-wasip1'
 
 /**
+ * The A2A HTTP+JSON listener over an open `TaskPlane`. Start it in `session_start` (when
+ * `A2A_SERVER=1`) and close it in `session_shutdown`, before the plane.
+ */
+export declare class A2AListener {
+  /**
+   * Binds and starts serving; throws (naming the variable or file) when the
+   * configuration or the credentials file is unusable or the address is taken.
+   */
+  static start(plane: TaskPlane, options?: ListenerOptions | undefined | null): A2AListener
+  /** The interface URL (as in the Agent Card). */
+  get url(): string
+  /** The bound port. */
+  get port(): number
+  /**
+   * Stops accepting, ends open streams, lets in-flight sends return their snapshot, and
+   * frees the port (within a few seconds). Idempotent.
+   */
+  close(): void
+}
+export type A2aListener = A2AListener
+
+/**
  * An open task plane: the durable store of one root. Open it in Pi's `session_start`
  * and close it in `session_shutdown`; a second open of the same root fails until then.
  */
@@ -69,6 +91,23 @@ export declare class TaskPlane {
   checkpoint(principal: string, source: string): Promise<string | null>
   /** Advances a source's cursor once every event it selected has been accepted. */
   advanceCheckpoint(principal: string, source: string, cursor: string, eventIds: Array<string>): Promise<void>
+  /**
+   * The next Task accepted since the plane opened (created or continued), or `null` when
+   * none arrives within `timeoutMs` (default 1000) or the plane is closed.
+   */
+  nextAccepted(timeoutMs?: number | undefined | null): Promise<AcceptedTask | null>
+  /** Any Task as an A2A `Task` (agent side: no principal check), or `null`. */
+  readTask(taskId: string, historyLength?: number | undefined | null): Promise<Record<string, unknown> | null>
+  /** SUBMITTED → WORKING. */
+  startWork(taskId: string): Promise<void>
+  /** Records one artifact (an A2A `Artifact`) while the Task is WORKING. */
+  recordArtifact(taskId: string, artifact: any): Promise<void>
+  /** Records `artifacts` in order, then COMPLETED with `message` (an agent Message). */
+  complete(taskId: string, artifacts: Array<any>, message?: any | undefined | null): Promise<void>
+  /** Settles the Task as `rejected` or `failed` with `message` as the reason. */
+  finish(taskId: string, outcome: string, message: any): Promise<void>
+  /** Pauses the Task on its caller (`input_required` or `auth_required`) with `message`. */
+  requireInput(taskId: string, kind: string, message: any): Promise<void>
 }
 
 /** The durable outcome of an intake, returned only after it is committed. */
@@ -83,6 +122,13 @@ export interface Acceptance {
   state?: string
   /** The direct Message outcome (an A2A Message), verbatim. */
   directReply?: any
+}
+
+/** A Task that was accepted and waits for the agent. */
+export interface AcceptedTask {
+  activationId: string
+  taskId: string
+  contextId: string
 }
 
 /** A native provider event for `accept` / `continue`. */
@@ -108,6 +154,25 @@ export interface ActivationInput {
  * `${XDG_DATA_HOME:-$HOME/.local/share}/outfitter/channels/task-plane`.
  */
 export declare function defaultStoreRoot(): string
+
+/**
+ * Options of `A2AListener.start`; anything left out comes from the `A2A_*` environment
+ * variables (and their defaults).
+ */
+export interface ListenerOptions {
+  host?: string
+  /** 0 picks a free port. */
+  port?: number
+  publicUrl?: string
+  credentialsPath?: string
+  agentName?: string
+  agentDescription?: string
+  agentVersion?: string
+  blockingTimeoutMs?: number
+  maxBodyBytes?: number
+  maxConnections?: number
+  idleTimeoutMs?: number
+}
 
 /**
  * Parses an A2A `Message` in ProtoJSON, checks its REQUIRED members, and returns it

@@ -773,7 +773,9 @@ if (
   }
 }
 
-const { TaskPlane, defaultStoreRoot, normalizeMessage, normalizeSendMessageRequest, protocolVersion } = nativeBinding
+const { A2AListener, A2aListener, TaskPlane, defaultStoreRoot, normalizeMessage, normalizeSendMessageRequest, protocolVersion } = nativeBinding
+export { A2AListener }
+export { A2aListener }
 export { TaskPlane }
 export { defaultStoreRoot }
 export { normalizeMessage }

@@ -15,9 +15,13 @@ use napi::{Env, Error, Result, Status, Task};
 use napi_derive::napi;
 use serde_json::Value;
 
-use crate::config;
-use crate::plane::{self, PlaneError, PlaneOptions};
-use crate::record::{Continuation, MessageRecord, Role};
+use std::sync::Mutex;
+
+use crate::config::{self, ListenerConfig};
+use crate::events::Accepted;
+use crate::http;
+use crate::plane::{self, InterruptKind, PlaneError, PlaneOptions};
+use crate::record::{ArtifactRecord, Continuation, MessageRecord, Role, TaskState};
 use crate::wire;
 
 fn invalid_arg(err: impl std::fmt::Display) -> Error {
@@ -211,11 +215,59 @@ fn activation(input: ActivationInput) -> Result<plane::Activation> {
     })
 }
 
+/// An agent-side message (`ROLE_AGENT`); a missing `messageId` is minted.
+fn agent_message(mut value: Value) -> Result<MessageRecord> {
+    if let Value::Object(map) = &mut value {
+        map.entry("messageId")
+            .or_insert_with(|| Value::String(crate::ids::mint()));
+        map.entry("role")
+            .or_insert_with(|| Value::String("ROLE_AGENT".into()));
+    }
+    let message: wire::Message = wire::json::decode_value("Message", value).map_err(invalid_arg)?;
+    let (record, _, _) = wire::convert::message_from_wire(message).map_err(|e| {
+        invalid_arg(format!(
+            "invalid Message: field `{}`: {}",
+            e.field, e.message
+        ))
+    })?;
+    if record.role != Role::Agent {
+        return Err(invalid_arg(
+            "invalid Message: field `role`: the agent's messages are ROLE_AGENT",
+        ));
+    }
+    Ok(record)
+}
+
+/// An agent-side artifact; a missing `artifactId` is minted.
+fn agent_artifact(mut value: Value) -> Result<ArtifactRecord> {
+    if let Value::Object(map) = &mut value {
+        map.entry("artifactId")
+            .or_insert_with(|| Value::String(crate::ids::mint()));
+    }
+    let artifact: wire::Artifact =
+        wire::json::decode_value("Artifact", value).map_err(invalid_arg)?;
+    wire::convert::artifact_from_wire(artifact).map_err(|e| {
+        invalid_arg(format!(
+            "invalid Artifact: field `{}`: {}",
+            e.field, e.message
+        ))
+    })
+}
+
+/// A Task that was accepted and waits for the agent.
+#[napi(object)]
+pub struct AcceptedTask {
+    pub activation_id: String,
+    pub task_id: String,
+    pub context_id: String,
+}
+
 /// An open task plane: the durable store of one root. Open it in Pi's `session_start`
 /// and close it in `session_shutdown`; a second open of the same root fails until then.
 #[napi]
 pub struct TaskPlane {
     plane: plane::TaskPlane,
+    accepted: std::sync::Arc<Mutex<Option<tokio::sync::broadcast::Receiver<Accepted>>>>,
 }
 
 #[napi]
@@ -229,7 +281,8 @@ impl TaskPlane {
             None => config::store_root(&config::process_env).map_err(invalid_arg)?,
         };
         let plane = plane::TaskPlane::open(&root, PlaneOptions::default()).map_err(plane_error)?;
-        Ok(TaskPlane { plane })
+        let accepted = std::sync::Arc::new(Mutex::new(Some(plane.events().subscribe_accepted())));
+        Ok(TaskPlane { plane, accepted })
     }
 
     /// The store root.
@@ -241,6 +294,10 @@ impl TaskPlane {
     /// Closes the store and releases the root's lock. Idempotent.
     #[napi(catch_unwind)]
     pub fn close(&self) {
+        self.accepted
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
         self.plane.close();
     }
 
@@ -469,5 +526,270 @@ impl TaskPlane {
                 .advance_checkpoint(&principal, &source, &cursor, event_ids)
                 .map_err(plane_error)
         })
+    }
+
+    // ---- The trusted agent API (drivers of the agent; the Pi bridge adds turn authority) --
+
+    /// The next Task accepted since the plane opened (created or continued), or `null` when
+    /// none arrives within `timeoutMs` (default 1000) or the plane is closed.
+    #[napi(ts_return_type = "Promise<AcceptedTask | null>")]
+    pub fn next_accepted(
+        &self,
+        timeout_ms: Option<u32>,
+    ) -> AsyncTask<PlaneCall<Option<AcceptedTask>>> {
+        let accepted = self.accepted.clone();
+        let plane = self.plane.clone();
+        let deadline = std::time::Instant::now()
+            + std::time::Duration::from_millis(u64::from(timeout_ms.unwrap_or(1000)));
+        PlaneCall::new(move || loop {
+            if plane.is_closed() {
+                return Ok(None);
+            }
+            let next = {
+                let mut guard = accepted.lock().unwrap_or_else(|p| p.into_inner());
+                match guard.as_mut() {
+                    None => return Ok(None),
+                    Some(receiver) => receiver.try_recv(),
+                }
+            };
+            match next {
+                Ok(a) => {
+                    return Ok(Some(AcceptedTask {
+                        activation_id: a.activation_id,
+                        task_id: a.task_id,
+                        context_id: a.context_id,
+                    }))
+                }
+                Err(tokio::sync::broadcast::error::TryRecvError::Lagged(_)) => continue,
+                Err(_) if std::time::Instant::now() >= deadline => return Ok(None),
+                Err(_) => std::thread::sleep(std::time::Duration::from_millis(5)),
+            }
+        })
+    }
+
+    /// Any Task as an A2A `Task` (agent side: no principal check), or `null`.
+    #[napi(ts_return_type = "Promise<Record<string, unknown> | null>")]
+    pub fn read_task(
+        &self,
+        task_id: String,
+        history_length: Option<u32>,
+    ) -> AsyncTask<PlaneCall<Option<Json>>> {
+        let plane = self.plane.clone();
+        PlaneCall::new(move || {
+            let task = plane
+                .task(&task_id, history_length, true)
+                .map_err(plane_error)?;
+            task.map(|t| serde_json::to_value(wire::convert::task_to_wire(&t)).map(Json))
+                .transpose()
+                .map_err(|e| Error::new(Status::GenericFailure, e.to_string()))
+        })
+    }
+
+    /// SUBMITTED → WORKING.
+    #[napi(ts_return_type = "Promise<void>")]
+    pub fn start_work(&self, task_id: String) -> AsyncTask<PlaneCall<()>> {
+        let plane = self.plane.clone();
+        PlaneCall::new(move || plane.start_work(&task_id).map(|_| ()).map_err(plane_error))
+    }
+
+    /// Records one artifact (an A2A `Artifact`) while the Task is WORKING.
+    #[napi(ts_return_type = "Promise<void>")]
+    pub fn record_artifact(
+        &self,
+        task_id: String,
+        artifact: Value,
+    ) -> Result<AsyncTask<PlaneCall<()>>> {
+        let artifact = agent_artifact(artifact)?;
+        let plane = self.plane.clone();
+        Ok(PlaneCall::new(move || {
+            plane
+                .record_artifact(&task_id, artifact)
+                .map_err(plane_error)
+        }))
+    }
+
+    /// Records `artifacts` in order, then COMPLETED with `message` (an agent Message).
+    #[napi(ts_return_type = "Promise<void>")]
+    pub fn complete(
+        &self,
+        task_id: String,
+        artifacts: Vec<Value>,
+        message: Option<Value>,
+    ) -> Result<AsyncTask<PlaneCall<()>>> {
+        let artifacts = artifacts
+            .into_iter()
+            .map(agent_artifact)
+            .collect::<Result<Vec<_>>>()?;
+        let message = message.map(agent_message).transpose()?;
+        let plane = self.plane.clone();
+        Ok(PlaneCall::new(move || {
+            plane
+                .complete(&task_id, artifacts, message)
+                .map_err(plane_error)
+        }))
+    }
+
+    /// Settles the Task as `rejected` or `failed` with `message` as the reason.
+    #[napi(ts_return_type = "Promise<void>")]
+    pub fn finish(
+        &self,
+        task_id: String,
+        outcome: String,
+        message: Value,
+    ) -> Result<AsyncTask<PlaneCall<()>>> {
+        let state = match outcome.as_str() {
+            "rejected" => TaskState::Rejected,
+            "failed" => TaskState::Failed,
+            other => {
+                return Err(invalid_arg(format!(
+                    "invalid `outcome`: `{other}`; use rejected or failed"
+                )))
+            }
+        };
+        let message = agent_message(message)?;
+        let plane = self.plane.clone();
+        Ok(PlaneCall::new(move || {
+            plane
+                .finish_unsuccessfully(&task_id, state, message)
+                .map_err(plane_error)
+        }))
+    }
+
+    /// Pauses the Task on its caller (`input_required` or `auth_required`) with `message`.
+    #[napi(ts_return_type = "Promise<void>")]
+    pub fn require_input(
+        &self,
+        task_id: String,
+        kind: String,
+        message: Value,
+    ) -> Result<AsyncTask<PlaneCall<()>>> {
+        let kind = match kind.as_str() {
+            "input_required" => InterruptKind::InputRequired,
+            "auth_required" => InterruptKind::AuthRequired,
+            other => {
+                return Err(invalid_arg(format!(
+                    "invalid `kind`: `{other}`; use input_required or auth_required"
+                )))
+            }
+        };
+        let message = agent_message(message)?;
+        let plane = self.plane.clone();
+        Ok(PlaneCall::new(move || {
+            plane
+                .require_input(&task_id, kind, message)
+                .map_err(plane_error)
+        }))
+    }
+}
+
+/// Options of `A2AListener.start`; anything left out comes from the `A2A_*` environment
+/// variables (and their defaults).
+#[napi(object)]
+pub struct ListenerOptions {
+    pub host: Option<String>,
+    /// 0 picks a free port.
+    pub port: Option<u32>,
+    pub public_url: Option<String>,
+    pub credentials_path: Option<String>,
+    pub agent_name: Option<String>,
+    pub agent_description: Option<String>,
+    pub agent_version: Option<String>,
+    pub blocking_timeout_ms: Option<u32>,
+    pub max_body_bytes: Option<u32>,
+    pub max_connections: Option<u32>,
+    pub idle_timeout_ms: Option<u32>,
+}
+
+fn listener_config(options: Option<ListenerOptions>) -> Result<ListenerConfig> {
+    let Some(o) = options else {
+        return ListenerConfig::from_env(&config::process_env).map_err(invalid_arg);
+    };
+    let mut config = match &o.credentials_path {
+        Some(path) => ListenerConfig::new(PathBuf::from(path)),
+        None => ListenerConfig::from_env(&config::process_env).map_err(invalid_arg)?,
+    };
+    if let Some(host) = o.host {
+        config.host = host;
+    }
+    if let Some(port) = o.port {
+        config.port =
+            u16::try_from(port).map_err(|_| invalid_arg(format!("invalid `port`: {port}")))?;
+    }
+    if let Some(url) = o.public_url {
+        config.public_url = Some(url.trim_end_matches('/').to_string());
+    }
+    if let Some(name) = o.agent_name {
+        config.agent_name = name;
+    }
+    if let Some(description) = o.agent_description {
+        config.agent_description = description;
+    }
+    if let Some(version) = o.agent_version {
+        config.agent_version = version;
+    }
+    if let Some(ms) = o.blocking_timeout_ms {
+        config.blocking_timeout_ms = u64::from(ms);
+    }
+    if let Some(bytes) = o.max_body_bytes {
+        config.max_body_bytes = bytes as usize;
+    }
+    if let Some(n) = o.max_connections {
+        config.max_connections = (n as usize).max(1);
+    }
+    if let Some(ms) = o.idle_timeout_ms {
+        config.idle_timeout_ms = u64::from(ms).max(100);
+    }
+    Ok(config)
+}
+
+/// The A2A HTTP+JSON listener over an open `TaskPlane`. Start it in `session_start` (when
+/// `A2A_SERVER=1`) and close it in `session_shutdown`, before the plane.
+#[napi(js_name = "A2AListener")]
+pub struct A2aListener {
+    inner: Mutex<Option<http::Listener>>,
+    url: String,
+    port: u32,
+}
+
+#[napi]
+impl A2aListener {
+    /// Binds and starts serving; throws (naming the variable or file) when the
+    /// configuration or the credentials file is unusable or the address is taken.
+    #[napi(factory, catch_unwind)]
+    pub fn start(plane: &TaskPlane, options: Option<ListenerOptions>) -> Result<A2aListener> {
+        let config = listener_config(options)?;
+        let listener = http::Listener::start(
+            plane.plane.clone(),
+            config,
+            std::sync::Arc::new(http::AlwaysTask),
+        )
+        .map_err(|e| Error::new(Status::GenericFailure, e))?;
+        Ok(A2aListener {
+            url: listener.url().to_string(),
+            port: u32::from(listener.local_addr().port()),
+            inner: Mutex::new(Some(listener)),
+        })
+    }
+
+    /// The interface URL (as in the Agent Card).
+    #[napi(getter)]
+    pub fn url(&self) -> String {
+        self.url.clone()
+    }
+
+    /// The bound port.
+    #[napi(getter)]
+    pub fn port(&self) -> u32 {
+        self.port
+    }
+
+    /// Stops accepting, ends open streams, lets in-flight sends return their snapshot, and
+    /// frees the port (within a few seconds). Idempotent.
+    #[napi(catch_unwind)]
+    pub fn close(&self) {
+        let listener = self.inner.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(mut listener) = listener {
+            listener.close();
+        }
     }
 }

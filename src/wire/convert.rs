@@ -217,3 +217,27 @@ pub fn task_to_wire(t: &TaskRecord) -> Task {
         metadata: None,
     }
 }
+
+/// A wire artifact (from the agent side) as a native record.
+pub fn artifact_from_wire(a: Artifact) -> Result<ArtifactRecord, Invalid> {
+    a.validate("")?;
+    let parts = a
+        .parts
+        .into_iter()
+        .enumerate()
+        .map(|(i, p)| {
+            part_from_wire(p).map_err(|e| Invalid {
+                field: format!("parts[{i}]"),
+                message: e.message,
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(ArtifactRecord {
+        artifact_id: a.artifact_id,
+        name: non_empty(a.name),
+        description: non_empty(a.description),
+        parts,
+        metadata: a.metadata.as_ref().map(struct_to_json),
+        extensions: a.extensions,
+    })
+}

@@ -1,0 +1,201 @@
+// The official @a2a-js/sdk client (REST transport, bearer token), unchanged, against our
+// listener on loopback, backed by the real addon. The agent is a scripted driver of the
+// plane's agent API (not Pi): what it does depends on the message text.
+import assert from "node:assert/strict";
+import { randomUUID } from "node:crypto";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { after, before, test } from "node:test";
+import { Role, TaskState, type Message, type SendMessageRequest } from "@a2a-js/sdk";
+import {
+  type Client,
+  ClientFactory,
+  ClientFactoryOptions,
+  createAuthenticatingFetchWithRetry,
+  DefaultAgentCardResolver,
+  RestTransportFactory,
+} from "@a2a-js/sdk/client";
+import { A2AListener, TaskPlane } from "../index.js";
+
+const TOKEN = "sdk-test-token-0123456789";
+const dir = mkdtempSync(join(tmpdir(), "tp-sdk-"));
+let plane: TaskPlane;
+let listener: A2AListener;
+let client: Client;
+let agentRunning = true;
+let agentLoop: Promise<void>;
+
+async function clientFor(token: string): Promise<Client> {
+  const authFetch = createAuthenticatingFetchWithRetry(fetch, {
+    headers: async () => ({ Authorization: `Bearer ${token}` }),
+    shouldRetryWithHeaders: async () => undefined,
+  });
+  const factory = new ClientFactory(
+    ClientFactoryOptions.createFrom(ClientFactoryOptions.default, {
+      transports: [new RestTransportFactory({ fetchImpl: authFetch })],
+      preferredTransports: ["HTTP+JSON"],
+      cardResolver: new DefaultAgentCardResolver({ fetchImpl: authFetch }),
+    }),
+  );
+  return factory.createFromUrl(listener.url);
+}
+
+function message(text: string, taskId = "", contextId = ""): Message {
+  return {
+    messageId: randomUUID(),
+    contextId,
+    taskId,
+    role: Role.ROLE_USER,
+    parts: [{ content: { $case: "text", value: text }, metadata: undefined, filename: "", mediaType: "" }],
+    metadata: undefined,
+    extensions: [],
+    referenceTaskIds: [],
+  };
+}
+
+function request(msg: Message): SendMessageRequest {
+  return { tenant: "", message: msg, configuration: undefined, metadata: undefined };
+}
+
+const textOf = (parts: { content?: { $case: string; value?: unknown } }[] | undefined) =>
+  (parts ?? []).map((p) => (p.content?.$case === "text" ? String(p.content.value) : "")).join("");
+
+/** The scripted agent: runs until the test file ends. */
+async function runAgent(): Promise<void> {
+  while (agentRunning) {
+    const accepted = await plane.nextAccepted(100);
+    if (!accepted) continue;
+    const task = (await plane.readTask(accepted.taskId)) as { history: { parts: { text?: string }[] }[] } | null;
+    const text = task?.history.at(-1)?.parts[0]?.text ?? "";
+    const id = accepted.taskId;
+    try {
+      if (text.startsWith("ask")) {
+        await plane.startWork(id);
+        await plane.requireInput(id, "input_required", { parts: [{ text: "which one?" }] });
+      } else if (text.startsWith("work")) {
+        await plane.startWork(id);
+      } else {
+        if (text.startsWith("slow")) await new Promise((r) => setTimeout(r, 200));
+        await plane.startWork(id);
+        await plane.recordArtifact(id, { name: "progress", parts: [{ text: "half way" }] });
+        await plane.complete(id, [{ name: "answer", parts: [{ text: `echo: ${text}` }] }], { parts: [{ text: "done" }] });
+      }
+    } catch {
+      // A canceled Task refuses further work: that is the point of those tests.
+    }
+  }
+}
+
+before(async () => {
+  const credentials = join(dir, "credentials.json");
+  writeFileSync(credentials, JSON.stringify({ credentials: [{ token: TOKEN, principal: "sdk-user" }, { token: "other-token-0123456789", principal: "other" }] }));
+  plane = TaskPlane.open(join(dir, "store"));
+  listener = A2AListener.start(plane, { port: 0, credentialsPath: credentials, blockingTimeoutMs: 5000 });
+  agentLoop = runAgent();
+  client = await clientFor(TOKEN);
+});
+
+after(async () => {
+  agentRunning = false;
+  await agentLoop;
+  listener.close();
+  plane.close();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+test("sendMessage blocks until the Task completes and returns its artifacts", async () => {
+  const result = await client.sendMessage(request(message("summarise")));
+  assert.ok("status" in result, "a Task, not a Message");
+  assert.equal(result.status?.state, TaskState.TASK_STATE_COMPLETED);
+  assert.deepEqual(result.artifacts.map((a) => textOf(a.parts)), ["half way", "echo: summarise"]);
+  assert.equal(textOf(result.history[0]?.parts), "summarise");
+});
+
+test("sendMessageStream yields the Task, live updates, and ends when it settles", async () => {
+  const events: string[] = [];
+  for await (const event of client.sendMessageStream(request(message("slow")))) {
+    const payload = event.payload;
+    if (payload?.$case === "task") events.push(`task:${TaskState[payload.value.status?.state ?? 0]}`);
+    if (payload?.$case === "statusUpdate") events.push(`status:${TaskState[payload.value.status?.state ?? 0]}`);
+    if (payload?.$case === "artifactUpdate") events.push(`artifact:${payload.value.artifact?.name}`);
+  }
+  assert.deepEqual(events, [
+    "task:TASK_STATE_SUBMITTED",
+    "status:TASK_STATE_WORKING",
+    "artifact:progress",
+    "artifact:answer",
+    "status:TASK_STATE_COMPLETED",
+  ]);
+});
+
+test("getTask and listTasks read durable state, scoped to the caller", async () => {
+  const sent = await client.sendMessage(request(message("for get")));
+  assert.ok("status" in sent);
+  const task = await client.getTask({ tenant: "", id: sent.id, historyLength: 1 });
+  assert.equal(task.id, sent.id);
+  assert.equal(task.history.length, 1);
+  const list = await client.listTasks({ tenant: "", contextId: sent.contextId, status: TaskState.TASK_STATE_UNSPECIFIED, pageToken: "", statusTimestampAfter: undefined, pageSize: 10 });
+  assert.equal(list.totalSize, 1);
+  assert.equal(list.tasks[0]?.id, sent.id);
+  assert.equal(list.pageSize, 10);
+  const other = await clientFor("other-token-0123456789");
+  await assert.rejects(other.getTask({ tenant: "", id: sent.id }), (err: Error & { reason?: string }) => err.reason === "TASK_NOT_FOUND");
+  const theirs = await other.listTasks({ tenant: "", contextId: "", status: TaskState.TASK_STATE_UNSPECIFIED, pageToken: "", statusTimestampAfter: undefined });
+  assert.equal(theirs.totalSize, 0);
+});
+
+test("cancelTask cancels a working Task; a terminal one is not cancelable", async () => {
+  const working = await client.sendMessage({ ...request(message("work")), configuration: { acceptedOutputModes: [], taskPushNotificationConfig: undefined, returnImmediately: true } });
+  assert.ok("status" in working);
+  const canceled = await client.cancelTask({ tenant: "", id: working.id, metadata: undefined });
+  assert.equal(canceled.status?.state, TaskState.TASK_STATE_CANCELED);
+  await assert.rejects(client.cancelTask({ tenant: "", id: working.id, metadata: undefined }), (err: Error & { reason?: string; name: string }) => {
+    assert.equal(err.reason, "TASK_NOT_CANCELABLE");
+    assert.equal(err.name, "TaskNotCancelableError");
+    return true;
+  });
+});
+
+test("resubscribeTask streams an interrupted Task until a continuation settles it; terminal Tasks are refused", async () => {
+  const asked = await client.sendMessage(request(message("ask")));
+  assert.ok("status" in asked);
+  assert.equal(asked.status?.state, TaskState.TASK_STATE_INPUT_REQUIRED);
+  const seen: string[] = [];
+  const subscription = (async () => {
+    for await (const event of client.resubscribeTask({ tenant: "", id: asked.id })) {
+      const p = event.payload;
+      if (p?.$case === "task") seen.push(`task:${TaskState[p.value.status?.state ?? 0]}`);
+      if (p?.$case === "statusUpdate") seen.push(`status:${TaskState[p.value.status?.state ?? 0]}`);
+    }
+  })();
+  await new Promise((r) => setTimeout(r, 300));
+  const answered = await client.sendMessage(request(message("the blue one", asked.id, asked.contextId)));
+  assert.ok("status" in answered);
+  assert.equal(answered.id, asked.id);
+  assert.equal(answered.status?.state, TaskState.TASK_STATE_COMPLETED);
+  await subscription;
+  assert.equal(seen[0], "task:TASK_STATE_INPUT_REQUIRED");
+  assert.equal(seen.at(-1), "status:TASK_STATE_COMPLETED");
+  await assert.rejects(
+    (async () => {
+      for await (const _ of client.resubscribeTask({ tenant: "", id: asked.id })) {
+        // a terminal Task is refused before any event
+      }
+    })(),
+    (err: Error & { reason?: string }) => err.reason === "UNSUPPORTED_OPERATION",
+  );
+});
+
+test("errors reach the client as typed A2A errors", async () => {
+  await assert.rejects(client.getTask({ tenant: "", id: "no-such-task" }), (err: Error & { reason?: string; name: string }) => {
+    assert.equal(err.name, "TaskNotFoundError");
+    return true;
+  });
+  const intruder = await clientFor("not-a-valid-token-000");
+  await assert.rejects(intruder.sendMessage(request(message("x"))), (err: Error & { statusCode?: number }) => {
+    assert.equal(err.statusCode, 401);
+    assert.match(err.message, /bearer token is required/);
+    return true;
+  });
+});
