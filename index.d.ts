@@ -156,6 +156,12 @@ export interface ActivationInput {
 export declare function defaultStoreRoot(): string
 
 /**
+ * Whether `A2A_SERVER` asks for the listener (`1`/`true`; `0`/`false`/unset: no). Throws
+ * naming the variable for any other value.
+ */
+export declare function listenerEnabled(): boolean
+
+/**
  * Options of `A2AListener.start`; anything left out comes from the `A2A_*` environment
  * variables (and their defaults).
  */
@@ -186,3 +192,9 @@ export declare function normalizeSendMessageRequest(json: string): string
 
 /** The A2A protocol version the task plane serves (`"1.0"`). */
 export declare function protocolVersion(): string
+
+/**
+ * Warnings about the environment to show once at startup (e.g. the legacy
+ * `A2A_STORE_PATH`, which is not merged into the task-plane store).
+ */
+export declare function startupWarnings(): Array<string>

@@ -773,12 +773,14 @@ if (
   }
 }
 
-const { A2AListener, A2aListener, TaskPlane, defaultStoreRoot, normalizeMessage, normalizeSendMessageRequest, protocolVersion } = nativeBinding
+const { A2AListener, A2aListener, TaskPlane, defaultStoreRoot, listenerEnabled, normalizeMessage, normalizeSendMessageRequest, protocolVersion, startupWarnings } = nativeBinding
 export { A2AListener }
 export { A2aListener }
 export { TaskPlane }
 export { defaultStoreRoot }
+export { listenerEnabled }
 export { normalizeMessage }
 export { normalizeSendMessageRequest }
 export { protocolVersion }
+export { startupWarnings }
 export const __napiBindingTarget = __napiLoadedBindingTarget

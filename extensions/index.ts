@@ -2,14 +2,52 @@
 // invocations that never start a session); everything it opens is opened on
 // `session_start` and closed on `session_shutdown`, so /new, /resume, /fork and /reload
 // close and reopen cleanly in one process. All rules live in the Rust addon.
-import type { ExtensionAPI } from "@earendil-works/pi-coding-agent";
-import { protocolVersion } from "../index.js";
+import type { ExtensionAPI, ExtensionContext } from "@earendil-works/pi-coding-agent";
+import { A2AListener, listenerEnabled, protocolVersion, startupWarnings, TaskPlane } from "../index.js";
+
+/** One structured log line on stderr (Pi's print and RPC modes keep stdout for themselves). */
+function log(event: string, fields: Record<string, unknown> = {}): void {
+  process.stderr.write(`${JSON.stringify({ ts: Date.now(), event, ...fields })}\n`);
+}
 
 export default function a2aTaskPlane(pi: ExtensionAPI): void {
+  let plane: TaskPlane | undefined;
+  let listener: A2AListener | undefined;
+
+  const status = (): string => {
+    if (!plane) return "A2A task plane: not running";
+    const served = listener ? `, serving A2A ${protocolVersion()} (HTTP+JSON) at ${listener.url}` : ", no listener (set A2A_SERVER=1)";
+    return `A2A task plane: store ${plane.root}${served}`;
+  };
+
+  pi.on("session_start", async (_event, ctx: ExtensionContext) => {
+    if (plane) return;
+    for (const warning of startupWarnings()) log("a2a_legacy_store_not_merged", { message: warning });
+    let opened: TaskPlane | undefined;
+    try {
+      opened = TaskPlane.open();
+      if (listenerEnabled()) listener = A2AListener.start(opened);
+    } catch (err) {
+      opened?.close();
+      // Logged here too: Pi reports a failing session_start differently in each mode.
+      log("a2a_task_plane_start_failed", { message: err instanceof Error ? err.message : String(err) });
+      throw err;
+    }
+    plane = opened;
+    if (ctx.hasUI) ctx.ui.setStatus("a2a", listener ? `A2A ${listener.url}` : "A2A store open");
+  });
+
+  pi.on("session_shutdown", async () => {
+    listener?.close();
+    listener = undefined;
+    plane?.close();
+    plane = undefined;
+  });
+
   pi.registerCommand("a2a", {
     description: "Show the A2A task plane's status",
     handler: async (_args, ctx) => {
-      ctx.ui.notify(`A2A task plane loaded: protocol ${protocolVersion()} (HTTP+JSON)`, "info");
+      ctx.ui.notify(status(), "info");
     },
   });
 }

@@ -793,3 +793,17 @@ impl A2aListener {
         }
     }
 }
+
+/// Whether `A2A_SERVER` asks for the listener (`1`/`true`; `0`/`false`/unset: no). Throws
+/// naming the variable for any other value.
+#[napi(catch_unwind)]
+pub fn listener_enabled() -> Result<bool> {
+    config::listener_enabled(&config::process_env).map_err(invalid_arg)
+}
+
+/// Warnings about the environment to show once at startup (e.g. the legacy
+/// `A2A_STORE_PATH`, which is not merged into the task-plane store).
+#[napi(catch_unwind)]
+pub fn startup_warnings() -> Vec<String> {
+    config::startup_warnings(&config::process_env)
+}

@@ -225,3 +225,16 @@ pub fn listener_enabled(env: &dyn Fn(&str) -> Option<String>) -> Result<bool, Co
         }),
     }
 }
+
+/// Warnings about the environment, shown once at startup.
+pub fn startup_warnings(env: &dyn Fn(&str) -> Option<String>) -> Vec<String> {
+    let mut warnings = Vec::new();
+    if let Some(legacy) = var(env, "A2A_STORE_PATH") {
+        warnings.push(format!(
+            "A2A_STORE_PATH ({legacy}) is the legacy 1.7 standalone A2A store and is not merged into the task-plane store: \
+             finish or export its active tasks and keep the file as an archive; new work uses the task-plane store \
+             (CHANNELS_TASK_STORE_PATH or the default root)"
+        ));
+    }
+    warnings
+}

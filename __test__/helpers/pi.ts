@@ -20,8 +20,12 @@ export class PiRpc {
   private waiters: { pred: (r: RpcRecord) => boolean; resolve: (r: RpcRecord) => void }[] = [];
   private nextId = 0;
 
+  /** A private store root for this Pi (the default root is the user's real one). */
+  readonly storeRoot: string;
+
   constructor(extensions: string[], env: Record<string, string> = {}) {
     const agentDir = mkdtempSync(join(tmpdir(), "pi-agent-"));
+    this.storeRoot = join(mkdtempSync(join(tmpdir(), "pi-store-")), "task-plane");
     this.child = spawn(
       process.execPath,
       [piCli, "--mode", "rpc", "--no-session", "-ne", "-nc", "-ns", "-np", "--no-themes",
@@ -29,7 +33,16 @@ export class PiRpc {
         ...extensions.flatMap((e) => ["-e", e])],
       {
         cwd: repoRoot,
-        env: { ...process.env, PI_CODING_AGENT_DIR: agentDir, PI_OFFLINE: "1", PI_SKIP_VERSION_CHECK: "1", PI_TELEMETRY: "0", ...env },
+        env: {
+          ...process.env,
+          PI_CODING_AGENT_DIR: agentDir,
+          PI_OFFLINE: "1",
+          PI_SKIP_VERSION_CHECK: "1",
+          PI_TELEMETRY: "0",
+          CHANNELS_TASK_STORE_PATH: this.storeRoot,
+          A2A_SERVER: "0",
+          ...env,
+        },
         stdio: ["pipe", "pipe", "pipe"],
       },
     );

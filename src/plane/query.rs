@@ -69,11 +69,9 @@ impl TaskPlane {
         let limit = i64::from(filter.page_size.max(1));
         params.push((limit + 1).into());
         self.read(|conn| {
-            let total: i64 = conn.query_row(
-                &format!("SELECT COUNT(*) FROM tasks WHERE {matching}"),
-                rusqlite::params_from_iter(count_params.iter()),
-                |r| r.get(0),
-            )?;
+            let total: i64 = conn
+                .prepare_cached(&format!("SELECT COUNT(*) FROM tasks WHERE {matching}"))?
+                .query_row(rusqlite::params_from_iter(count_params.iter()), |r| r.get(0))?;
             let sql = format!(
                 "SELECT {TASK_COLUMNS} FROM tasks WHERE {matching}{page_clause} ORDER BY status_ms DESC, seq DESC LIMIT ?"
             );

@@ -81,7 +81,8 @@ pub fn task_from_row(row: &Row<'_>) -> rusqlite::Result<Result<TaskRow, StoreErr
 /// The task row with `task_id`, whoever owns it.
 pub fn task_by_id(conn: &Connection, task_id: &str) -> Result<Option<TaskRow>, StoreError> {
     let sql = format!("SELECT {TASK_COLUMNS} FROM tasks WHERE task_id = ?1");
-    conn.query_row(&sql, [task_id], task_from_row)
+    conn.prepare_cached(&sql)?
+        .query_row([task_id], task_from_row)
         .optional()?
         .transpose()
 }

@@ -1,0 +1,413 @@
+//! HTTP load benchmark on loopback: fixed duration and concurrency, unique messageIds.
+//!
+//! `cargo bench --bench http` starts our listener in-process with an agent that settles
+//! each Task at once, then measures `message:send` (blocking), `GET /tasks/{id}`,
+//! `message:stream` and `GET /tasks` at 10,000 Tasks: requests/s, p50, p99.
+//!
+//! `cargo bench --bench http -- --url <interface url> [--token T]` measures any A2A
+//! HTTP+JSON server the same way (e.g. the official SDK's, see `benches/sdk-server.ts`).
+//! Every loop stops by itself (seconds per case, bounded requests).
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use a2a_task_plane::config::ListenerConfig;
+use a2a_task_plane::http::{AlwaysTask, Listener};
+use a2a_task_plane::plane::{PlaneOptions, TaskPlane};
+use a2a_task_plane::record::{ArtifactRecord, MessageRecord, PartRecord};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::TcpStream;
+
+const TOKEN: &str = "bench-token-0123456789abcdef";
+
+struct Target {
+    addr: SocketAddr,
+    host: String,
+    base_path: String,
+    token: String,
+}
+
+struct Conn {
+    reader: BufReader<TcpStream>,
+}
+
+impl Conn {
+    async fn open(addr: SocketAddr) -> Conn {
+        let stream = TcpStream::connect(addr).await.expect("connect");
+        stream.set_nodelay(true).unwrap();
+        Conn {
+            reader: BufReader::new(stream),
+        }
+    }
+
+    /// One request on the keep-alive connection; returns (status, body).
+    async fn call(
+        &mut self,
+        t: &Target,
+        method: &str,
+        path: &str,
+        body: &str,
+        accept: &str,
+    ) -> (u16, Vec<u8>) {
+        let head = format!(
+            "{method} {}{path} HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {}\r\nA2A-Version: 1.0\r\nAccept: {accept}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+            t.base_path,
+            t.host,
+            t.token,
+            body.len()
+        );
+        let stream = self.reader.get_mut();
+        stream.write_all(head.as_bytes()).await.unwrap();
+        stream.write_all(body.as_bytes()).await.unwrap();
+        let mut line = String::new();
+        self.reader.read_line(&mut line).await.unwrap();
+        let status: u16 = line
+            .split_whitespace()
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0);
+        let (mut length, mut chunked) = (None, false);
+        loop {
+            line.clear();
+            self.reader.read_line(&mut line).await.unwrap();
+            let l = line.trim_end().to_ascii_lowercase();
+            if l.is_empty() {
+                break;
+            }
+            if let Some(v) = l.strip_prefix("content-length:") {
+                length = v.trim().parse::<usize>().ok();
+            }
+            if l.starts_with("transfer-encoding:") && l.contains("chunked") {
+                chunked = true;
+            }
+        }
+        let mut out = Vec::new();
+        if chunked {
+            loop {
+                line.clear();
+                self.reader.read_line(&mut line).await.unwrap();
+                let n = usize::from_str_radix(line.trim(), 16).unwrap_or(0);
+                let mut chunk = vec![0; n + 2];
+                self.reader.read_exact(&mut chunk).await.unwrap();
+                if n == 0 {
+                    break;
+                }
+                out.extend_from_slice(&chunk[..n]);
+            }
+        } else if let Some(n) = length {
+            out.resize(n, 0);
+            self.reader.read_exact(&mut out).await.unwrap();
+        }
+        (status, out)
+    }
+}
+
+fn send_body(tag: &str, i: usize) -> String {
+    format!(
+        r#"{{"message":{{"messageId":"{tag}-{i}-{}","role":"ROLE_USER","parts":[{{"text":"please summarise the report"}}]}},"configuration":{{}}}}"#,
+        std::process::id()
+    )
+}
+
+/// Runs `conns` connections until `duration` passes; `request(i)` gives (method, path, body, accept).
+async fn load(
+    t: Arc<Target>,
+    conns: usize,
+    duration: Duration,
+    request: Arc<dyn Fn(usize) -> (String, String, String, String) + Send + Sync>,
+) -> (f64, Vec<Duration>, Vec<Vec<u8>>) {
+    let start = Instant::now();
+    let counter = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let handles: Vec<_> = (0..conns)
+        .map(|_| {
+            let (t, request, counter) = (t.clone(), request.clone(), counter.clone());
+            tokio::spawn(async move {
+                let mut conn = Conn::open(t.addr).await;
+                let mut latencies = Vec::new();
+                let mut bodies = Vec::new();
+                while start.elapsed() < duration && latencies.len() < 200_000 {
+                    let i = counter.fetch_add(1, Ordering::Relaxed);
+                    let (method, path, body, accept) = request(i);
+                    let began = Instant::now();
+                    let (status, reply) = conn.call(&t, &method, &path, &body, &accept).await;
+                    latencies.push(began.elapsed());
+                    assert!(
+                        status == 200,
+                        "{method} {path}: HTTP {status}: {}",
+                        String::from_utf8_lossy(&reply)
+                    );
+                    if bodies.len() < 64 {
+                        bodies.push(reply);
+                    }
+                }
+                (latencies, bodies)
+            })
+        })
+        .collect();
+    let mut all = Vec::new();
+    let mut bodies = Vec::new();
+    for h in handles {
+        let (l, b) = h.await.unwrap();
+        all.extend(l);
+        bodies.extend(b);
+    }
+    let elapsed = start.elapsed().as_secs_f64();
+    (all.len() as f64 / elapsed, all, bodies)
+}
+
+fn report(label: &str, (rate, mut latencies, _): (f64, Vec<Duration>, Vec<Vec<u8>>)) -> f64 {
+    latencies.sort();
+    let pct = |p: f64| latencies[((latencies.len() - 1) as f64 * p) as usize].as_secs_f64() * 1e3;
+    println!(
+        "{label:<44} {rate:>8.0} req/s   p50 {:>7.2} ms   p99 {:>7.2} ms   ({} requests)",
+        pct(0.5),
+        pct(0.99),
+        latencies.len()
+    );
+    rate
+}
+
+fn task_ids(bodies: &[Vec<u8>]) -> Vec<String> {
+    bodies
+        .iter()
+        .filter_map(|b| serde_json::from_slice::<serde_json::Value>(b).ok())
+        .filter_map(|v| v["task"]["id"].as_str().map(str::to_string))
+        .collect()
+}
+
+/// An in-process agent that settles every accepted Task at once (16 workers, so the
+/// agent's own fsynced writes are not the bottleneck being measured).
+fn instant_agent(plane: TaskPlane, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<()> {
+    let mut accepted = plane.events().subscribe_accepted();
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    let rx = Arc::new(std::sync::Mutex::new(rx));
+    let workers: Vec<_> = (0..16)
+        .map(|_| {
+            let (plane, rx) = (plane.clone(), rx.clone());
+            std::thread::spawn(move || loop {
+                let next = rx.lock().unwrap().recv();
+                let Ok(task_id) = next else { return };
+                let artifact = ArtifactRecord {
+                    artifact_id: a2a_task_plane::ids::mint(),
+                    name: Some("answer".into()),
+                    description: None,
+                    parts: vec![PartRecord::text("done")],
+                    metadata: None,
+                    extensions: vec![],
+                };
+                let _ = plane.start_work(&task_id);
+                let _ = plane.complete(
+                    &task_id,
+                    vec![artifact],
+                    Some(MessageRecord::agent(vec![PartRecord::text("ok")])),
+                );
+            })
+        })
+        .collect();
+    std::thread::spawn(move || {
+        while !stop.load(Ordering::SeqCst) {
+            match accepted.try_recv() {
+                Ok(a) => {
+                    let _ = tx.send(a.task_id);
+                }
+                Err(tokio::sync::broadcast::error::TryRecvError::Lagged(_)) => {}
+                Err(_) => std::thread::sleep(Duration::from_micros(200)),
+            }
+        }
+        drop(tx);
+        workers.into_iter().for_each(|w| {
+            let _ = w.join();
+        });
+    })
+}
+
+fn parse_url(url: &str) -> (SocketAddr, String, String) {
+    let rest = url.strip_prefix("http://").expect("an http:// URL");
+    let (hostport, path) = rest
+        .split_once('/')
+        .map(|(h, p)| (h, format!("/{p}")))
+        .unwrap_or((rest, String::new()));
+    let addr = std::net::ToSocketAddrs::to_socket_addrs(hostport)
+        .unwrap()
+        .next()
+        .unwrap();
+    (
+        addr,
+        hostport.to_string(),
+        path.trim_end_matches('/').to_string(),
+    )
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let arg = |name: &str| {
+        args.iter()
+            .position(|a| a == name)
+            .and_then(|i| args.get(i + 1))
+            .cloned()
+    };
+    let seconds: u64 = arg("--seconds").and_then(|s| s.parse().ok()).unwrap_or(5);
+    let duration = Duration::from_secs(seconds);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+
+    let mut ours = None;
+    let target = match arg("--url") {
+        Some(url) => {
+            let (addr, host, base_path) = parse_url(&url);
+            Target {
+                addr,
+                host,
+                base_path,
+                token: arg("--token").unwrap_or_default(),
+            }
+        }
+        None => {
+            let dir = std::env::temp_dir().join(format!("tp-http-bench-{}", std::process::id()));
+            std::fs::create_dir_all(&dir).unwrap();
+            let credentials = dir.join("credentials.json");
+            std::fs::write(
+                &credentials,
+                format!(r#"{{"credentials":[{{"token":"{TOKEN}","principal":"bench"}}]}}"#),
+            )
+            .unwrap();
+            let plane = TaskPlane::open(&dir.join("store"), PlaneOptions::default()).unwrap();
+            let mut config = ListenerConfig::new(credentials);
+            config.port = 0;
+            config.max_connections = 1024;
+            let listener = Listener::start(plane.clone(), config, Arc::new(AlwaysTask)).unwrap();
+            let stop = Arc::new(AtomicBool::new(false));
+            let agent = instant_agent(plane.clone(), stop.clone());
+            let addr = listener.local_addr();
+            ours = Some((listener, plane, stop, agent, dir));
+            Target {
+                addr,
+                host: addr.to_string(),
+                base_path: String::new(),
+                token: TOKEN.into(),
+            }
+        }
+    };
+    let t = Arc::new(target);
+    println!(
+        "A2A HTTP+JSON load on {} ({} s per case; client and server share this machine)",
+        t.addr, seconds
+    );
+    runtime.block_on(async {
+        let sends = load(
+            t.clone(),
+            64,
+            duration,
+            Arc::new(|i| {
+                (
+                    "POST".into(),
+                    "/message:send".into(),
+                    send_body("send", i),
+                    "application/json".into(),
+                )
+            }),
+        )
+        .await;
+        let ids = Arc::new(task_ids(&sends.2));
+        report(
+            "message:send (blocking, agent settles at once), 64 conns",
+            sends,
+        );
+        let ids_for_get = ids.clone();
+        report(
+            "GET /tasks/{id}, 64 conns",
+            load(
+                t.clone(),
+                64,
+                duration,
+                Arc::new(move |i| {
+                    (
+                        "GET".into(),
+                        format!("/tasks/{}", ids_for_get[i % ids_for_get.len()]),
+                        String::new(),
+                        "application/json".into(),
+                    )
+                }),
+            )
+            .await,
+        );
+        report(
+            "message:stream (until COMPLETED), 32 conns",
+            load(
+                t.clone(),
+                32,
+                duration,
+                Arc::new(|i| {
+                    (
+                        "POST".into(),
+                        "/message:stream".into(),
+                        send_body("stream", i),
+                        "text/event-stream".into(),
+                    )
+                }),
+            )
+            .await,
+        );
+        // Fill to 10,000 Tasks (returnImmediately keeps it quick), then list.
+        let have = {
+            let mut conn = Conn::open(t.addr).await;
+            let (_, body) = conn
+                .call(&t, "GET", "/tasks?pageSize=1", "", "application/json")
+                .await;
+            serde_json::from_slice::<serde_json::Value>(&body)
+                .ok()
+                .and_then(|v| v["totalSize"].as_u64())
+                .unwrap_or(0) as usize
+        };
+        let missing = 10_000usize.saturating_sub(have);
+        let per = missing.div_ceil(32);
+        let fillers: Vec<_> = (0..32)
+            .map(|c| {
+                let t = t.clone();
+                tokio::spawn(async move {
+                    let mut conn = Conn::open(t.addr).await;
+                    for i in 0..per {
+                        let body = send_body(&format!("fill{c}"), i).replace(
+                            r#""configuration":{}"#,
+                            r#""configuration":{"returnImmediately":true}"#,
+                        );
+                        conn.call(&t, "POST", "/message:send", &body, "application/json")
+                            .await;
+                    }
+                })
+            })
+            .collect();
+        for f in fillers {
+            f.await.unwrap();
+        }
+        report(
+            "GET /tasks?pageSize=50 at 10,000 Tasks, 64 conns",
+            load(
+                t.clone(),
+                64,
+                duration,
+                Arc::new(|_| {
+                    (
+                        "GET".into(),
+                        "/tasks?pageSize=50".into(),
+                        String::new(),
+                        "application/json".into(),
+                    )
+                }),
+            )
+            .await,
+        );
+    });
+    if let Some((mut listener, plane, stop, agent, dir)) = ours {
+        stop.store(true, Ordering::SeqCst);
+        let _ = agent.join();
+        listener.close();
+        plane.close();
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}
