@@ -676,7 +676,7 @@ impl TaskPlane {
         let plane = self.plane.clone();
         Ok(PlaneCall::new(move || {
             plane
-                .require_input(&task_id, kind, message)
+                .require_input(&task_id, kind, message, None)
                 .map_err(plane_error)
         }))
     }

@@ -10,6 +10,8 @@
 //! - [`http`]: the A2A HTTP+JSON listener (hyper, own router): auth, negotiation, errors,
 //!   SSE, the Agent Card.
 //! - [`log`]: structured JSON log lines with stable event names.
+//! - [`wake`]: the durable wake queue and turn authority.
+//! - [`tools`]: the four agent tools' rules, the workflow manifest, elicitation schemas.
 //! - [`record`]: the native records the store keeps (not wire types).
 //! - [`ids`]: the identifier pattern, locator bounds, server-minted ids.
 //! - [`clock`]: injectable time.
@@ -28,6 +30,8 @@ pub mod log;
 pub mod plane;
 pub mod record;
 pub mod store;
+pub mod tools;
+pub mod wake;
 pub mod wire;
 
 pub mod binding;

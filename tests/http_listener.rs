@@ -142,10 +142,20 @@ fn scripted_agent(plane: TaskPlane, stop: Arc<AtomicBool>) -> std::thread::JoinH
             };
             let result = match text.as_str() {
                 t if t.starts_with("ask") => plane.start_work(&id).and_then(|_| {
-                    plane.require_input(&id, InterruptKind::InputRequired, agent("which one?"))
+                    plane.require_input(
+                        &id,
+                        InterruptKind::InputRequired,
+                        agent("which one?"),
+                        None,
+                    )
                 }),
                 t if t.starts_with("auth") => plane.start_work(&id).and_then(|_| {
-                    plane.require_input(&id, InterruptKind::AuthRequired, agent("sign in first"))
+                    plane.require_input(
+                        &id,
+                        InterruptKind::AuthRequired,
+                        agent("sign in first"),
+                        None,
+                    )
                 }),
                 t if t.starts_with("hold") => Ok(()),
                 t if t.starts_with("work") => plane.start_work(&id).map(|_| ()),
@@ -1088,8 +1098,15 @@ fn idle_and_slow_clients_are_timed_out_and_connections_are_bounded() {
     let started = std::time::Instant::now();
     let mut buf = [0u8; 64];
     let n = idle.read(&mut buf).unwrap_or(0);
-    assert!(n == 0 || String::from_utf8_lossy(&buf[..n]).contains("408"), "the idle connection was closed");
-    assert!(started.elapsed() < Duration::from_secs(3), "closed after {:?}", started.elapsed());
+    assert!(
+        n == 0 || String::from_utf8_lossy(&buf[..n]).contains("408"),
+        "the idle connection was closed"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "closed after {:?}",
+        started.elapsed()
+    );
     // A slow body is cut off too.
     let mut slow = std::net::TcpStream::connect(server.addr()).unwrap();
     slow.write_all(format!("POST /message:send HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {ALICE}\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{{").as_bytes()).unwrap();
@@ -1101,7 +1118,9 @@ fn idle_and_slow_clients_are_timed_out_and_connections_are_bounded() {
     let hold1 = std::net::TcpStream::connect(server.addr()).unwrap();
     let hold2 = std::net::TcpStream::connect(server.addr()).unwrap();
     let addr = server.addr();
-    let third = std::thread::spawn(move || request(addr, "GET", "/.well-known/agent-card.json", &[], b"").status);
+    let third = std::thread::spawn(move || {
+        request(addr, "GET", "/.well-known/agent-card.json", &[], b"").status
+    });
     std::thread::sleep(Duration::from_millis(100));
     drop((hold1, hold2));
     assert_eq!(third.join().unwrap(), 200);

@@ -83,7 +83,7 @@ fn a_non_terminal_task_keeps_its_claim_context_anchor_and_evidence_past_the_wind
     let task = plane.accept(event.clone()).unwrap().task_id.unwrap();
     plane.start_work(&task).unwrap();
     plane
-        .require_input(&task, InterruptKind::InputRequired, agent("which?"))
+        .require_input(&task, InterruptKind::InputRequired, agent("which?"), None)
         .unwrap();
     plane
         .record_reply_anchor("alice", "mail", "resp-1", &task)

@@ -44,7 +44,9 @@ fn waiting_mail_task(
         .task_id
         .unwrap();
     plane.start_work(&task).unwrap();
-    plane.require_input(&task, kind, agent("which X?")).unwrap();
+    plane
+        .require_input(&task, kind, agent("which X?"), None)
+        .unwrap();
     plane
         .record_reply_anchor(principal, MAIL, response_id, &task)
         .unwrap();
@@ -478,7 +480,7 @@ fn unauthorized_explicit_task_id_fails() {
         .unwrap();
     plane.start_work(&task).unwrap();
     plane
-        .require_input(&task, InterruptKind::InputRequired, agent("which?"))
+        .require_input(&task, InterruptKind::InputRequired, agent("which?"), None)
         .unwrap();
 
     let foreign = plane
@@ -518,7 +520,7 @@ fn unauthorized_explicit_task_id_fails() {
     // A context that is not the Task's own is refused.
     plane.start_work(&task).unwrap();
     plane
-        .require_input(&task, InterruptKind::AuthRequired, agent("sign in"))
+        .require_input(&task, InterruptKind::AuthRequired, agent("sign in"), None)
         .unwrap();
     let mismatch = plane
         .continue_task(
@@ -589,7 +591,7 @@ fn require_input_fails_for_a_source_that_declares_no_continuation() {
         .unwrap();
     plane.start_work(&task).unwrap();
     let err = plane
-        .require_input(&task, InterruptKind::InputRequired, agent("which?"))
+        .require_input(&task, InterruptKind::InputRequired, agent("which?"), None)
         .unwrap_err();
     assert!(
         err.to_string().contains("declares no continuation method"),

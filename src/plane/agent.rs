@@ -99,13 +99,23 @@ impl TaskPlane {
     /// Pauses the Task on its caller: INPUT_REQUIRED (or AUTH_REQUIRED) with `question`
     /// as the status message (also appended to the history), and an open input request.
     /// Refused for a Task whose source declares no continuation method: nobody could
-    /// answer, so the agent must complete or reject it instead.
+    /// answer, so the agent must complete or reject it instead. `input_schema`, an MCP
+    /// elicitation `requestedSchema`, is kept so a structured answer can be checked.
     pub fn require_input(
         &self,
         task_id: &str,
         kind: InterruptKind,
         question: MessageRecord,
+        input_schema: Option<serde_json::Value>,
     ) -> Result<(), PlaneError> {
+        if let Some(schema) = &input_schema {
+            crate::tools::elicitation::check_requested_schema(schema).map_err(|m| {
+                PlaneError::Invalid {
+                    field: m.field,
+                    message: m.message,
+                }
+            })?;
+        }
         agent_message(&question)?;
         let task_id = task_id.to_string();
         let now = self.now();
@@ -123,6 +133,9 @@ impl TaskPlane {
             };
             rows::append_history(tx.conn(), &task, &question)?;
             rows::set_status(tx.conn(), task.seq, state, Some(&question), now, Some(true))?;
+            tx.conn()
+                .prepare_cached("UPDATE tasks SET input_schema = ?2 WHERE seq = ?1")?
+                .execute(rusqlite::params![task.seq, input_schema.as_ref().map(|s| s.to_string())])?;
             Ok(((), vec![status(&task, state, Some(&question), now)]))
         })
     }
@@ -237,6 +250,152 @@ impl TaskPlane {
             record.status_ms = now;
             record.input_request_open = false;
             Ok((record, published))
+        })
+    }
+}
+
+/// What delivering a wake did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Delivery {
+    /// The Task is WORKING and this is delivery `n` of the activation.
+    Delivered { delivery: i64 },
+    /// Nothing to deliver any more (the Task settled or was canceled meanwhile, or the
+    /// activation is no longer live); the reason says which.
+    Skipped(String),
+}
+
+impl TaskPlane {
+    /// Delivers a wake: the Task becomes WORKING, and the claim records WOKEN (on its first
+    /// delivery) and WAKE_DELIVERED n — one transaction, immediately before the agent is
+    /// prompted. A canceled (terminal) Task is skipped: cancel wins over a wake.
+    pub fn deliver_wake(&self, activation_id: &str, task_id: &str) -> Result<Delivery, PlaneError> {
+        let (activation_id, task_id) = (activation_id.to_string(), task_id.to_string());
+        let now = self.now();
+        self.write_publishing(move |tx| {
+            let conn = tx.conn();
+            let claim: Option<(String, i64)> = rusqlite::OptionalExtension::optional(
+                conn.prepare_cached("SELECT state, deliveries FROM claims WHERE activation_id = ?1 AND task_id = ?2")?
+                    .query_row([&activation_id, &task_id], |r| Ok((r.get(0)?, r.get(1)?))),
+            )?;
+            let Some((claim_state, deliveries)) = claim else {
+                return Ok((Delivery::Skipped(format!("activation {activation_id} has no claim for task {task_id}")), vec![]));
+            };
+            if claim_state != "ACCEPTED" && claim_state != "WOKEN" {
+                return Ok((Delivery::Skipped(format!("activation {activation_id} is {claim_state}")), vec![]));
+            }
+            let Some(task) = rows::task_by_id(conn, &task_id)? else {
+                return Ok((Delivery::Skipped(format!("task {task_id} is gone")), vec![]));
+            };
+            let state = task.record.state;
+            if state.is_terminal() {
+                return Ok((Delivery::Skipped(format!("task {task_id} is {}", state.as_str())), vec![]));
+            }
+            if state.is_interrupted() && task.record.input_request_open {
+                return Ok((Delivery::Skipped(format!("task {task_id} waits for its caller")), vec![]));
+            }
+            let mut published = vec![];
+            if state != TaskState::Working {
+                rows::set_status(conn, task.seq, TaskState::Working, None, now, None)?;
+                published.push(status(&task, TaskState::Working, None, now));
+            }
+            let n = deliveries + 1;
+            conn.prepare_cached("UPDATE claims SET deliveries = ?2 WHERE activation_id = ?1")?
+                .execute(rusqlite::params![activation_id, n])?;
+            if claim_state == "ACCEPTED" {
+                rows::push_claim_state(conn, &activation_id, "WOKEN", None, None, now)?;
+            }
+            rows::append_claim_record(conn, &activation_id, "WAKE_DELIVERED", Some(n), None, now)?;
+            Ok((Delivery::Delivered { delivery: n }, published))
+        })
+    }
+
+    /// Gives up on an activation: WAKE_FAILED plus unhealthy evidence with `reason`. Startup
+    /// does not resurrect it; a new event or continuation makes a new activation.
+    pub fn fail_wake(
+        &self,
+        activation_id: &str,
+        task_id: &str,
+        kind: &str,
+        reason: &str,
+    ) -> Result<(), PlaneError> {
+        let (activation_id, task_id, kind, reason) = (
+            activation_id.to_string(),
+            task_id.to_string(),
+            kind.to_string(),
+            reason.to_string(),
+        );
+        let now = self.now();
+        self.write(move |tx| {
+            rows::push_claim_state(tx.conn(), &activation_id, "WAKE_FAILED", None, Some(&reason), now)?;
+            rows::insert_evidence(
+                tx.conn(),
+                &kind,
+                false,
+                Some(&task_id),
+                Some(&activation_id),
+                &serde_json::json!({ "activationId": activation_id }),
+                &serde_json::json!({ "kind": kind, "activationId": activation_id, "taskId": task_id, "reason": reason, "at": now }),
+                now,
+            )?;
+            Ok(())
+        })
+    }
+
+    /// Records unhealthy evidence about an activation without changing its state (it stays
+    /// replayable after a restart).
+    pub fn record_unhealthy(
+        &self,
+        activation_id: &str,
+        task_id: &str,
+        kind: &str,
+        reason: &str,
+    ) -> Result<(), PlaneError> {
+        let (activation_id, task_id, kind, reason) = (
+            activation_id.to_string(),
+            task_id.to_string(),
+            kind.to_string(),
+            reason.to_string(),
+        );
+        let now = self.now();
+        self.write(move |tx| {
+            rows::insert_evidence(
+                tx.conn(),
+                &kind,
+                false,
+                Some(&task_id),
+                Some(&activation_id),
+                &serde_json::json!({ "activationId": activation_id }),
+                &serde_json::json!({ "kind": kind, "activationId": activation_id, "taskId": task_id, "reason": reason, "at": now }),
+                now,
+            )?;
+            Ok(())
+        })
+    }
+
+    /// The activations startup may offer, oldest first: for each non-terminal Task, its
+    /// newest activation when that one is ACCEPTED or WOKEN and the Task is not waiting
+    /// for its caller (an unanswered INPUT_REQUIRED/AUTH_REQUIRED Task waits for a newer
+    /// continuation).
+    pub fn wakes_to_replay(&self) -> Result<Vec<crate::events::Accepted>, PlaneError> {
+        self.read(|conn| {
+            let mut stmt = conn.prepare(
+                "SELECT c.activation_id, c.task_id, c.context_id FROM claims c JOIN tasks t ON t.task_id = c.task_id \
+                 WHERE c.activation_id = (SELECT MAX(c2.activation_id) FROM claims c2 WHERE c2.task_id = c.task_id) \
+                 AND c.state IN ('ACCEPTED', 'WOKEN') \
+                 AND t.state NOT IN ('completed', 'failed', 'canceled', 'rejected') \
+                 AND NOT (t.state IN ('input_required', 'auth_required') AND t.input_request_open = 1) \
+                 ORDER BY c.activation_id",
+            )?;
+            let rows = stmt
+                .query_map([], |r| {
+                    Ok(crate::events::Accepted {
+                        activation_id: r.get(0)?,
+                        task_id: r.get(1)?,
+                        context_id: r.get(2)?,
+                    })
+                })?
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok(rows)
         })
     }
 }

@@ -30,7 +30,7 @@ use std::sync::{Arc, RwLock};
 use rusqlite::{params, OptionalExtension};
 use serde_json::{json, Value};
 
-pub use agent::InterruptKind;
+pub use agent::{Delivery, InterruptKind};
 pub use delivery::{DeliveryOutcome, DeliveryRequest, Reconciler, Recovery, SendFailure};
 pub use error::PlaneError;
 pub use query::{ListFilter, PageCursor, TaskPage};
@@ -424,8 +424,32 @@ impl TaskPlane {
             if !(state.is_interrupted() && task.record.input_request_open) {
                 return Err(PlaneError::NotAwaitingInput { task_id, state });
             }
+            if let Some(schema) = &task.input_schema {
+                Self::check_structured_answer(schema, &intake.message)?;
+            }
             intake::continue_task(tx, &intake, &task, now)
         })
+    }
+
+    /// An answer given as a data part in MCP's result shape (`{action, content}`) must fit
+    /// the schema the agent asked with; a plain-text answer is always accepted.
+    fn check_structured_answer(schema: &Value, message: &MessageRecord) -> Result<(), PlaneError> {
+        for (i, part) in message.parts.iter().enumerate() {
+            if let crate::record::PartContent::Data(data) = &part.content {
+                if crate::tools::elicitation::is_answer(data) {
+                    crate::tools::elicitation::check_answer(
+                        schema,
+                        data,
+                        &format!("message.parts[{i}].data"),
+                    )
+                    .map_err(|m| PlaneError::Invalid {
+                        field: m.field,
+                        message: m.message,
+                    })?;
+                }
+            }
+        }
+        Ok(())
     }
 
     /// A2A intake of new work: a new Task in `context_id` when `principal` already owns

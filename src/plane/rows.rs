@@ -26,16 +26,19 @@ pub struct TaskRow {
     pub input_request_seq: i64,
     pub history_len: i64,
     pub artifact_len: i64,
+    /// The MCP elicitation schema of the open input request, if the agent gave one.
+    pub input_schema: Option<serde_json::Value>,
 }
 
 pub const TASK_COLUMNS: &str = "seq, task_id, principal, context_id, source, continuation, state, status_message, \
-     status_ms, created_ms, input_request_seq, input_request_open, extensions, history_len, artifact_len";
+     status_ms, created_ms, input_request_seq, input_request_open, extensions, history_len, artifact_len, input_schema";
 
 pub fn task_from_row(row: &Row<'_>) -> rusqlite::Result<Result<TaskRow, StoreError>> {
     let continuation: String = row.get(5)?;
     let state: String = row.get(6)?;
     let status_message: Option<String> = row.get(7)?;
     let extensions: String = row.get(12)?;
+    let input_schema: Option<String> = row.get(15)?;
     let task_id: String = row.get(1)?;
     let decoded = (|| {
         let continuation = Continuation::parse(&continuation).ok_or_else(|| {
@@ -50,11 +53,18 @@ pub fn task_from_row(row: &Row<'_>) -> rusqlite::Result<Result<TaskRow, StoreErr
             .map(|m| serde_json::from_str::<MessageRecord>(&m))
             .transpose()?;
         let extensions: Vec<String> = serde_json::from_str(&extensions)?;
-        Ok::<_, StoreError>((continuation, state, status_message, extensions))
+        let input_schema = input_schema.map(|s| serde_json::from_str(&s)).transpose()?;
+        Ok::<_, StoreError>((
+            continuation,
+            state,
+            status_message,
+            extensions,
+            input_schema,
+        ))
     })();
     Ok(match decoded {
         Err(e) => Err(e),
-        Ok((continuation, state, status_message, extensions)) => Ok(TaskRow {
+        Ok((continuation, state, status_message, extensions, input_schema)) => Ok(TaskRow {
             seq: row.get(0)?,
             record: TaskRecord {
                 task_id,
@@ -74,6 +84,7 @@ pub fn task_from_row(row: &Row<'_>) -> rusqlite::Result<Result<TaskRow, StoreErr
             input_request_seq: row.get(10)?,
             history_len: row.get(13)?,
             artifact_len: row.get(14)?,
+            input_schema,
         }),
     })
 }
@@ -178,7 +189,8 @@ pub fn set_status(
     };
     conn.prepare_cached(
         "UPDATE tasks SET state = ?2, status_message = ?3, status_ms = ?4, \
-         input_request_open = COALESCE(?5, input_request_open), input_request_seq = input_request_seq + ?6 \
+         input_request_open = COALESCE(?5, input_request_open), input_request_seq = input_request_seq + ?6, \
+         input_schema = CASE WHEN ?5 = 0 THEN NULL ELSE input_schema END \
          WHERE seq = ?1",
     )?
     .execute(params![task_seq, state.as_str(), message, now_ms, open, bump])?;
@@ -216,8 +228,8 @@ pub fn insert_evidence(
     Ok(id)
 }
 
-/// Appends a state record to a claim and makes it the claim's current state.
-pub fn push_claim_state(
+/// Appends a state record to a claim (the claim's current state is unchanged).
+pub fn append_claim_record(
     conn: &Connection,
     activation_id: &str,
     kind: &str,
@@ -230,6 +242,19 @@ pub fn push_claim_state(
          VALUES (?1, (SELECT COUNT(*) FROM claim_states WHERE activation_id = ?1), ?2, ?3, ?4, ?5)",
     )?
     .execute(params![activation_id, kind, count, now_ms, detail])?;
+    Ok(())
+}
+
+/// Appends a state record to a claim and makes it the claim's current state.
+pub fn push_claim_state(
+    conn: &Connection,
+    activation_id: &str,
+    kind: &str,
+    count: Option<i64>,
+    detail: Option<&str>,
+    now_ms: i64,
+) -> Result<(), StoreError> {
+    append_claim_record(conn, activation_id, kind, count, detail, now_ms)?;
     conn.prepare_cached("UPDATE claims SET state = ?2 WHERE activation_id = ?1")?
         .execute(params![activation_id, kind])?;
     Ok(())

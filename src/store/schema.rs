@@ -6,7 +6,7 @@ use rusqlite::Connection;
 use super::StoreError;
 
 /// The schema version this build writes.
-pub const SCHEMA_VERSION: i64 = 1;
+pub const SCHEMA_VERSION: i64 = 2;
 
 const V1: &str = r#"
 -- (principal, source, conversationKey) -> contextId, plus contexts minted without a key.
@@ -144,6 +144,12 @@ CREATE TABLE checkpoints (
 ) WITHOUT ROWID;
 "#;
 
+/// Version 2: the MCP elicitation schema of a Task's open input request, so an answer can
+/// be checked against it.
+const V2: &str = r#"
+ALTER TABLE tasks ADD COLUMN input_schema TEXT;
+"#;
+
 /// Brings the schema to [`SCHEMA_VERSION`]. Refuses a store written by a newer build.
 pub fn migrate(conn: &mut Connection, path: &std::path::Path) -> Result<(), StoreError> {
     let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
@@ -154,11 +160,13 @@ pub fn migrate(conn: &mut Connection, path: &std::path::Path) -> Result<(), Stor
             path.display()
         )));
     }
-    if version < 1 {
-        let tx = conn.transaction()?;
-        tx.execute_batch(V1)?;
-        tx.pragma_update(None, "user_version", 1)?;
-        tx.commit()?;
+    for (target, sql) in [(1, V1), (2, V2)] {
+        if version < target {
+            let tx = conn.transaction()?;
+            tx.execute_batch(sql)?;
+            tx.pragma_update(None, "user_version", target)?;
+            tx.commit()?;
+        }
     }
     Ok(())
 }
