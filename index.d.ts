@@ -32,6 +32,49 @@ export declare class A2AListener {
 export type A2aListener = A2AListener
 
 /**
+ * The resident-agent bridge: the durable wake queue, turn authority, and the four agent
+ * tools (every tool checks that its Task is the active turn's). Start it in
+ * `session_start` after opening the plane; close it in `session_shutdown` first.
+ */
+export declare class AgentBridge {
+  /**
+   * Starts the queue over `plane`: replays eligible activations, then admits new ones.
+   * The workflow outputs come from `A2A_WORKFLOW_MANIFEST` / `A2A_WORKFLOW`.
+   */
+  static start(plane: TaskPlane): AgentBridge
+  /**
+   * The next wake, durably delivered (the Task is WORKING and is now the turn's
+   * authority); `null` after `timeoutMs` (default 1000) or once closed.
+   */
+  nextWake(timeoutMs?: number | undefined | null): Promise<WakeInfo | null>
+  /** Ends the active turn: `ended` (the session's turn ran to its end) or `failed`. */
+  turnEnded(taskId: string, outcome: string): void
+  /** The Task whose turn is active, if any. */
+  get authority(): string | null
+  /**
+   * The declared outputs (`{name: type}`), or `null` without a manifest; throws the
+   * load error when the manifest failed to load.
+   */
+  declaredOutputs(): Record<string, string> | null
+  /** `a2a_read_task`. */
+  readTask(taskId: string): Promise<ReadTaskResult>
+  /**
+   * `a2a_complete_task`: `completed` (outputs, then the response, as artifacts) or
+   * `rejected` (the response is the reason).
+   */
+  completeTask(taskId: string, outcome: string, response: string, outputs?: Array<OutputInput> | undefined | null): Promise<void>
+  /** `a2a_record_output`: one declared output while the Task is WORKING. */
+  recordOutput(taskId: string, output: string, value: any): Promise<void>
+  /**
+   * `a2a_require_input`: INPUT_REQUIRED with `question`; an optional MCP elicitation
+   * `requestedSchema`.
+   */
+  requireInput(taskId: string, question: string, requestedSchema?: any | undefined | null): Promise<void>
+  /** Stops the queue: a pending `nextWake` resolves `null`, authority ends. Idempotent. */
+  close(): void
+}
+
+/**
  * An open task plane: the durable store of one root. Open it in Pi's `session_start`
  * and close it in `session_shutdown`; a second open of the same root fails until then.
  */
@@ -190,11 +233,32 @@ export declare function normalizeMessage(json: string): string
 /** Same as `normalizeMessage` for a `SendMessageRequest` (the body of `message:send`). */
 export declare function normalizeSendMessageRequest(json: string): string
 
+/** One entry of `completeTask`'s `outputs`. */
+export interface OutputInput {
+  output: string
+  value: any
+}
+
 /** The A2A protocol version the task plane serves (`"1.0"`). */
 export declare function protocolVersion(): string
+
+/** What `readTask` returns: the text for the model, and the A2A Task. */
+export interface ReadTaskResult {
+  text: string
+  task: any
+}
 
 /**
  * Warnings about the environment to show once at startup (e.g. the legacy
  * `A2A_STORE_PATH`, which is not merged into the task-plane store).
  */
 export declare function startupWarnings(): Array<string>
+
+/** A wake handed to the driver: prompt this Task's session now. */
+export interface WakeInfo {
+  activationId: string
+  taskId: string
+  contextId: string
+  /** Which consecutive delivery of this activation this is (1-based). */
+  delivery: number
+}

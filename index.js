@@ -773,9 +773,10 @@ if (
   }
 }
 
-const { A2AListener, A2aListener, TaskPlane, defaultStoreRoot, listenerEnabled, normalizeMessage, normalizeSendMessageRequest, protocolVersion, startupWarnings } = nativeBinding
+const { A2AListener, A2aListener, AgentBridge, TaskPlane, defaultStoreRoot, listenerEnabled, normalizeMessage, normalizeSendMessageRequest, protocolVersion, startupWarnings } = nativeBinding
 export { A2AListener }
 export { A2aListener }
+export { AgentBridge }
 export { TaskPlane }
 export { defaultStoreRoot }
 export { listenerEnabled }

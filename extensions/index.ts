@@ -2,8 +2,11 @@
 // invocations that never start a session); everything it opens is opened on
 // `session_start` and closed on `session_shutdown`, so /new, /resume, /fork and /reload
 // close and reopen cleanly in one process. All rules live in the Rust addon.
+import { join } from "node:path";
 import type { ExtensionAPI, ExtensionContext } from "@earendil-works/pi-coding-agent";
-import { A2AListener, listenerEnabled, protocolVersion, startupWarnings, TaskPlane } from "../index.js";
+import { A2AListener, AgentBridge, listenerEnabled, protocolVersion, startupWarnings, TaskPlane } from "../index.js";
+import { TaskSessionDriver } from "./task-sessions.ts";
+import { registerTaskTools } from "./task-tools.ts";
 
 /** One structured log line on stderr (Pi's print and RPC modes keep stdout for themselves). */
 function log(event: string, fields: Record<string, unknown> = {}): void {
@@ -13,6 +16,13 @@ function log(event: string, fields: Record<string, unknown> = {}): void {
 export default function a2aTaskPlane(pi: ExtensionAPI): void {
   let plane: TaskPlane | undefined;
   let listener: A2AListener | undefined;
+  let bridge: AgentBridge | undefined;
+  let driver: TaskSessionDriver | undefined;
+  let context: ExtensionContext | undefined;
+
+  // The tools exist whenever the task plane runs, listener or not; outside a woken
+  // Task's turn they refuse (no authority).
+  registerTaskTools(pi, () => bridge);
 
   const status = (): string => {
     if (!plane) return "A2A task plane: not running";
@@ -20,28 +30,40 @@ export default function a2aTaskPlane(pi: ExtensionAPI): void {
     return `A2A task plane: store ${plane.root}${served}`;
   };
 
+  const closeAll = async (): Promise<void> => {
+    const stopping = driver?.stop();
+    bridge?.close();
+    await stopping;
+    listener?.close();
+    plane?.close();
+    driver = undefined;
+    bridge = undefined;
+    listener = undefined;
+    plane = undefined;
+  };
+
   pi.on("session_start", async (_event, ctx: ExtensionContext) => {
+    context = ctx;
     if (plane) return;
     for (const warning of startupWarnings()) log("a2a_legacy_store_not_merged", { message: warning });
-    let opened: TaskPlane | undefined;
     try {
-      opened = TaskPlane.open();
-      if (listenerEnabled()) listener = A2AListener.start(opened);
+      plane = TaskPlane.open();
+      bridge = AgentBridge.start(plane);
+      if (listenerEnabled()) listener = A2AListener.start(plane);
     } catch (err) {
-      opened?.close();
+      await closeAll();
       // Logged here too: Pi reports a failing session_start differently in each mode.
       log("a2a_task_plane_start_failed", { message: err instanceof Error ? err.message : String(err) });
       throw err;
     }
-    plane = opened;
+    driver = new TaskSessionDriver(pi, bridge, () => context, join(plane.root, "sessions"), log);
+    driver.start();
     if (ctx.hasUI) ctx.ui.setStatus("a2a", listener ? `A2A ${listener.url}` : "A2A store open");
   });
 
   pi.on("session_shutdown", async () => {
-    listener?.close();
-    listener = undefined;
-    plane?.close();
-    plane = undefined;
+    await closeAll();
+    context = undefined;
   });
 
   pi.registerCommand("a2a", {

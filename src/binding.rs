@@ -807,3 +807,188 @@ pub fn listener_enabled() -> Result<bool> {
 pub fn startup_warnings() -> Vec<String> {
     config::startup_warnings(&config::process_env)
 }
+
+/// A wake handed to the driver: prompt this Task's session now.
+#[napi(object)]
+pub struct WakeInfo {
+    pub activation_id: String,
+    pub task_id: String,
+    pub context_id: String,
+    /// Which consecutive delivery of this activation this is (1-based).
+    pub delivery: u32,
+}
+
+/// What `readTask` returns: the text for the model, and the A2A Task.
+#[napi(object)]
+pub struct ReadTaskResult {
+    pub text: String,
+    pub task: Value,
+}
+
+/// One entry of `completeTask`'s `outputs`.
+#[napi(object)]
+pub struct OutputInput {
+    pub output: String,
+    pub value: Value,
+}
+
+/// The resident-agent bridge: the durable wake queue, turn authority, and the four agent
+/// tools (every tool checks that its Task is the active turn's). Start it in
+/// `session_start` after opening the plane; close it in `session_shutdown` first.
+#[napi]
+pub struct AgentBridge {
+    queue: crate::wake::WakeQueue,
+    tools: crate::tools::AgentTools,
+}
+
+#[napi]
+impl AgentBridge {
+    /// Starts the queue over `plane`: replays eligible activations, then admits new ones.
+    /// The workflow outputs come from `A2A_WORKFLOW_MANIFEST` / `A2A_WORKFLOW`.
+    #[napi(factory, catch_unwind)]
+    pub fn start(plane: &TaskPlane) -> Result<AgentBridge> {
+        let queue = crate::wake::WakeQueue::start(plane.plane.clone()).map_err(plane_error)?;
+        let outputs = crate::tools::manifest::load(&config::process_env);
+        Ok(AgentBridge {
+            tools: crate::tools::AgentTools::new(queue.clone(), outputs),
+            queue,
+        })
+    }
+
+    /// The next wake, durably delivered (the Task is WORKING and is now the turn's
+    /// authority); `null` after `timeoutMs` (default 1000) or once closed.
+    #[napi(ts_return_type = "Promise<WakeInfo | null>")]
+    pub fn next_wake(&self, timeout_ms: Option<u32>) -> AsyncTask<PlaneCall<Option<WakeInfo>>> {
+        let queue = self.queue.clone();
+        let timeout = std::time::Duration::from_millis(u64::from(timeout_ms.unwrap_or(1000)));
+        PlaneCall::new(move || {
+            Ok(queue.next_wake(timeout).map(|w| WakeInfo {
+                activation_id: w.activation_id,
+                task_id: w.task_id,
+                context_id: w.context_id,
+                delivery: w.delivery as u32,
+            }))
+        })
+    }
+
+    /// Ends the active turn: `ended` (the session's turn ran to its end) or `failed`.
+    #[napi(catch_unwind)]
+    pub fn turn_ended(&self, task_id: String, outcome: String) -> Result<()> {
+        let outcome = match outcome.as_str() {
+            "ended" => crate::wake::TurnOutcome::Ended,
+            "failed" => crate::wake::TurnOutcome::Failed,
+            other => {
+                return Err(invalid_arg(format!(
+                    "invalid `outcome`: `{other}`; use ended or failed"
+                )))
+            }
+        };
+        self.queue
+            .turn_ended(&task_id, outcome)
+            .map_err(plane_error)
+    }
+
+    /// The Task whose turn is active, if any.
+    #[napi(getter)]
+    pub fn authority(&self) -> Option<String> {
+        self.queue.authority()
+    }
+
+    /// The declared outputs (`{name: type}`), or `null` without a manifest; throws the
+    /// load error when the manifest failed to load.
+    #[napi(catch_unwind)]
+    pub fn declared_outputs(&self) -> Result<Option<HashMap<String, String>>> {
+        match self.tools.outputs() {
+            crate::tools::manifest::Outputs::None => Ok(None),
+            crate::tools::manifest::Outputs::Declared(w) => {
+                Ok(Some(w.outputs.clone().into_iter().collect()))
+            }
+            crate::tools::manifest::Outputs::Failed(reason) => {
+                Err(Error::new(Status::GenericFailure, reason.clone()))
+            }
+        }
+    }
+
+    /// `a2a_read_task`.
+    #[napi(ts_return_type = "Promise<ReadTaskResult>")]
+    pub fn read_task(&self, task_id: String) -> AsyncTask<PlaneCall<ReadTaskResult>> {
+        let tools = self.tools.clone();
+        PlaneCall::new(move || {
+            let (text, task) = tools.read_task(&task_id).map_err(plane_error)?;
+            let task = serde_json::to_value(wire::convert::task_to_wire(&task))
+                .map_err(|e| Error::new(Status::GenericFailure, e.to_string()))?;
+            Ok(ReadTaskResult { text, task })
+        })
+    }
+
+    /// `a2a_complete_task`: `completed` (outputs, then the response, as artifacts) or
+    /// `rejected` (the response is the reason).
+    #[napi(ts_return_type = "Promise<void>")]
+    pub fn complete_task(
+        &self,
+        task_id: String,
+        outcome: String,
+        response: String,
+        outputs: Option<Vec<OutputInput>>,
+    ) -> Result<AsyncTask<PlaneCall<()>>> {
+        let outcome = match outcome.as_str() {
+            "completed" => crate::tools::Outcome::Completed,
+            "rejected" => crate::tools::Outcome::Rejected,
+            other => {
+                return Err(invalid_arg(format!(
+                    "invalid `outcome`: `{other}`; use completed or rejected"
+                )))
+            }
+        };
+        let outputs: Vec<(String, Value)> = outputs
+            .unwrap_or_default()
+            .into_iter()
+            .map(|o| (o.output, o.value))
+            .collect();
+        let tools = self.tools.clone();
+        Ok(PlaneCall::new(move || {
+            tools
+                .complete_task(&task_id, outcome, &response, outputs)
+                .map_err(plane_error)
+        }))
+    }
+
+    /// `a2a_record_output`: one declared output while the Task is WORKING.
+    #[napi(ts_return_type = "Promise<void>")]
+    pub fn record_output(
+        &self,
+        task_id: String,
+        output: String,
+        value: Value,
+    ) -> AsyncTask<PlaneCall<()>> {
+        let tools = self.tools.clone();
+        PlaneCall::new(move || {
+            tools
+                .record_output(&task_id, &output, value)
+                .map_err(plane_error)
+        })
+    }
+
+    /// `a2a_require_input`: INPUT_REQUIRED with `question`; an optional MCP elicitation
+    /// `requestedSchema`.
+    #[napi(ts_return_type = "Promise<void>")]
+    pub fn require_input(
+        &self,
+        task_id: String,
+        question: String,
+        requested_schema: Option<Value>,
+    ) -> AsyncTask<PlaneCall<()>> {
+        let tools = self.tools.clone();
+        PlaneCall::new(move || {
+            tools
+                .require_input(&task_id, &question, requested_schema)
+                .map_err(plane_error)
+        })
+    }
+
+    /// Stops the queue: a pending `nextWake` resolves `null`, authority ends. Idempotent.
+    #[napi(catch_unwind)]
+    pub fn close(&self) {
+        self.queue.close();
+    }
+}

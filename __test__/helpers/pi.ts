@@ -9,6 +9,7 @@ import { fileURLToPath } from "node:url";
 export const repoRoot = fileURLToPath(new URL("../../", import.meta.url));
 export const piCli = join(repoRoot, "node_modules/@earendil-works/pi-coding-agent/dist/bundle/cli.js");
 export const fauxProviderExtension = join(repoRoot, "__test__/fixtures/faux-provider.ts");
+export const fauxAgentExtension = join(repoRoot, "__test__/fixtures/faux-agent.ts");
 
 export type RpcRecord = { type: string; id?: string; [key: string]: unknown };
 
@@ -23,14 +24,21 @@ export class PiRpc {
   /** A private store root for this Pi (the default root is the user's real one). */
   readonly storeRoot: string;
 
-  constructor(extensions: string[], env: Record<string, string> = {}) {
+  constructor(
+    extensions: string[],
+    env: Record<string, string> = {},
+    options: { model?: string | false; storeRoot?: string } = {},
+  ) {
     const agentDir = mkdtempSync(join(tmpdir(), "pi-agent-"));
-    this.storeRoot = join(mkdtempSync(join(tmpdir(), "pi-store-")), "task-plane");
+    this.storeRoot = options.storeRoot ?? join(mkdtempSync(join(tmpdir(), "pi-store-")), "task-plane");
+    // The scripted model: the plain faux provider by default, or another fixture; `false`
+    // runs Pi with no model at all.
+    const model = options.model === undefined ? fauxProviderExtension : options.model;
+    const modelArgs = model === false ? [] : ["--provider", "faux", "--model", "faux-1", "-e", model];
     this.child = spawn(
       process.execPath,
       [piCli, "--mode", "rpc", "--no-session", "-ne", "-nc", "-ns", "-np", "--no-themes",
-        "--provider", "faux", "--model", "faux-1", "-e", fauxProviderExtension,
-        ...extensions.flatMap((e) => ["-e", e])],
+        ...modelArgs, ...extensions.flatMap((e) => ["-e", e])],
       {
         cwd: repoRoot,
         env: {

@@ -86,32 +86,33 @@ pub fn load_file(path: &Path, chosen: Option<&str>) -> Result<Workflow, ConfigEr
         .iter()
         .filter_map(|w| w.get("id").and_then(Value::as_str))
         .collect();
-    let entry =
-        match chosen {
-            Some(id) => workflows
-                .iter()
-                .find(|w| w.get("id").and_then(Value::as_str) == Some(id))
-                .ok_or_else(|| {
-                    error(
-                        "A2A_WORKFLOW",
-                        format!(
-                            "`{id}` is not a workflow of {shown} (it has: {})",
-                            ids.join(", ")
-                        ),
-                    )
-                })?,
-            None => match workflows.as_slice() {
-                [only] => only,
-                [] => return Err(error(M, format!("{shown} declares no workflows"))),
-                _ => return Err(error(
+    let entry = match chosen {
+        Some(id) => workflows
+            .iter()
+            .find(|w| w.get("id").and_then(Value::as_str) == Some(id))
+            .ok_or_else(|| {
+                error(
+                    "A2A_WORKFLOW",
+                    format!(
+                        "`{id}` is not a workflow of {shown} (it has: {})",
+                        ids.join(", ")
+                    ),
+                )
+            })?,
+        None => match workflows.as_slice() {
+            [only] => only,
+            [] => return Err(error(M, format!("{shown} declares no workflows"))),
+            _ => {
+                return Err(error(
                     "A2A_WORKFLOW",
                     format!(
                         "{shown} declares several workflows ({}); set A2A_WORKFLOW to one of them",
                         ids.join(", ")
                     ),
-                )),
-            },
-        };
+                ))
+            }
+        },
+    };
     let id = entry
         .get("id")
         .and_then(Value::as_str)

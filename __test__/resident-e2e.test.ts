@@ -1,0 +1,137 @@
+// End to end with real Pi run headless (RPC mode, the scripted faux model, no network): an
+// A2A message through the listener wakes the resident, the Task runs in its own Pi
+// session, the model uses the a2a_* tools, and the client sees the outputs and COMPLETED.
+import assert from "node:assert/strict";
+import { randomUUID } from "node:crypto";
+import { mkdtempSync, readdirSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import test from "node:test";
+import { fauxAgentExtension, PiRpc, repoRoot } from "./helpers/pi.ts";
+
+const TOKEN = "e2e-token-0123456789abcdef";
+const OUTFITTER = "https://github.com/ai-outfitter/channels/a2a-extensions/outfitter-task/v1";
+
+function setup() {
+  const dir = mkdtempSync(join(tmpdir(), "pi-e2e-"));
+  const credentials = join(dir, "credentials.json");
+  writeFileSync(credentials, JSON.stringify({ credentials: [{ token: TOKEN, principal: "e2e" }] }));
+  const manifest = join(dir, "workflow-composition.json");
+  writeFileSync(manifest, JSON.stringify({ workflows: [{ id: "summarise", outputs: { summary: { type: "doc.summary" } } }] }));
+  const env = { A2A_SERVER: "1", A2A_PORT: "0", A2A_CREDENTIALS_PATH: credentials, A2A_WORKFLOW_MANIFEST: manifest, A2A_BLOCKING_TIMEOUT_MS: "30000" };
+  return { dir, env };
+}
+
+async function listenerUrl(pi: PiRpc): Promise<string> {
+  const notified = pi.waitFor((r) => r.type === "extension_ui_request" && r.method === "notify" && String(r.message).includes("A2A task plane"));
+  await pi.call({ type: "prompt", message: "/a2a" });
+  const url = /at (http:\/\/127\.0\.0\.1:\d+)/.exec(String((await notified).message))?.[1];
+  assert.ok(url, "the listener runs");
+  return url;
+}
+
+async function send(url: string, text: string, extra: Record<string, unknown> = {}, config: Record<string, unknown> = {}) {
+  const res = await fetch(`${url}/message:send`, {
+    method: "POST",
+    headers: { Authorization: `Bearer ${TOKEN}`, "Content-Type": "application/json", "A2A-Extensions": OUTFITTER },
+    body: JSON.stringify({ message: { messageId: randomUUID(), role: "ROLE_USER", parts: [{ text }], ...extra }, configuration: config }),
+  });
+  assert.equal(res.status, 200, await res.clone().text());
+  return (await res.json()).task;
+}
+
+test("an A2A message wakes the resident; its task session reads, records an output and completes", async () => {
+  const { env } = setup();
+  const pi = new PiRpc([repoRoot], env, { model: fauxAgentExtension });
+  try {
+    const url = await listenerUrl(pi);
+    const task = await send(url, "summarise the quarterly report");
+    assert.equal(task.status.state, "TASK_STATE_COMPLETED", JSON.stringify(task));
+    const [summary, response] = task.artifacts;
+    assert.equal(summary.name, "summary");
+    assert.deepEqual(summary.metadata["outfitter-task/v1"], {
+      output: "summary",
+      type: "doc.summary",
+      value: { text: "summary of: summarise the quarterly report" },
+    });
+    assert.equal(response.name, "response");
+    assert.match(response.parts[0].text, /^done/);
+    assert.equal(task.history[0].parts[0].text, "summarise the quarterly report");
+    assert.equal(task.metadata["outfitter-task/v1"].task.taskId, task.id);
+  } finally {
+    assert.equal(await pi.close(), 0, pi.stderr);
+  }
+  assert.match(pi.stderr, /"event":"a2a_turn_started".*"session":"created"/);
+});
+
+test("require_input pauses the task; the explicit follow-up reopens the same session with its history", async () => {
+  const { env } = setup();
+  const pi = new PiRpc([repoRoot], env, { model: fauxAgentExtension });
+  try {
+    const url = await listenerUrl(pi);
+    const asked = await send(url, "please ask me which color");
+    assert.equal(asked.status.state, "TASK_STATE_INPUT_REQUIRED", JSON.stringify(asked));
+    assert.equal(asked.status.message.parts[0].text, "Which color?");
+    const done = await send(url, "blue", { taskId: asked.id, contextId: asked.contextId });
+    assert.equal(done.id, asked.id);
+    assert.equal(done.status.state, "TASK_STATE_COMPLETED", JSON.stringify(done));
+    const response = done.artifacts.find((a: { name: string }) => a.name === "response");
+    assert.match(response.parts[0].text, /turns in this session: 2/, "the reopened session still holds the first turn");
+    const sessions = readdirSync(join(pi.storeRoot, "sessions", asked.id)).filter((f) => f.endsWith(".jsonl"));
+    assert.equal(sessions.length, 1, "one durable session for the task");
+  } finally {
+    assert.equal(await pi.close(), 0, pi.stderr);
+  }
+  assert.match(pi.stderr, /"event":"a2a_turn_started".*"session":"reopened"/);
+});
+
+test("a tool call for a task without authority fails", async () => {
+  const { env } = setup();
+  const pi = new PiRpc([repoRoot], env, { model: fauxAgentExtension });
+  try {
+    const url = await listenerUrl(pi);
+    const task = await send(url, "summarise this");
+    assert.equal(task.status.state, "TASK_STATE_COMPLETED");
+    const ended = pi.waitFor((r) => r.type === "tool_execution_end" && r.toolName === "a2a_read_task");
+    await pi.call({ type: "prompt", message: `call a2a_read_task for ${task.id}` });
+    const result = (await ended) as { isError?: boolean; result?: { content?: { text: string }[] } };
+    assert.equal(result.isError, true);
+    assert.match(result.result?.content?.[0]?.text ?? "", /no task turn is active/);
+  } finally {
+    await pi.close();
+  }
+});
+
+test("restart with an unsettled task re-offers it", async () => {
+  const { env } = setup();
+  // First resident: no model at all, so every turn fails; the activation stays replayable.
+  const first = new PiRpc([repoRoot], env, { model: false });
+  let taskId = "";
+  try {
+    const url = await listenerUrl(first);
+    const submitted = await send(url, "summarise after the restart", {}, { returnImmediately: true });
+    taskId = submitted.id;
+    const deadline = Date.now() + 20_000;
+    while (!/"event":"a2a_turn_failed".*"failures":4/.test(first.stderr) && Date.now() < deadline) {
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    assert.match(first.stderr, /"event":"a2a_turn_failed".*"failures":4/, "the turn failed, was retried three times, then left for a restart");
+  } finally {
+    await first.close();
+  }
+  // Second resident on the same store, with a model: startup offers the Task again.
+  const second = new PiRpc([repoRoot], env, { model: fauxAgentExtension, storeRoot: first.storeRoot });
+  try {
+    const url = await listenerUrl(second);
+    let state = "";
+    const deadline = Date.now() + 20_000;
+    while (state !== "TASK_STATE_COMPLETED" && Date.now() < deadline) {
+      const res = await fetch(`${url}/tasks/${taskId}`, { headers: { Authorization: `Bearer ${TOKEN}` } });
+      state = (await res.json()).status.state;
+      if (state !== "TASK_STATE_COMPLETED") await new Promise((r) => setTimeout(r, 100));
+    }
+    assert.equal(state, "TASK_STATE_COMPLETED", second.stderr);
+  } finally {
+    assert.equal(await second.close(), 0, second.stderr);
+  }
+});

@@ -1,0 +1,137 @@
+// The driver: takes each wake from the Rust queue and runs that Task's turn in the Task's
+// own durable Pi session (created on first use, reopened afterwards), in process, with
+// the resident's current model and thinking level and only the task tools. It reports the
+// turn's end to the queue, which clears the turn's authority.
+import { mkdirSync } from "node:fs";
+import { join } from "node:path";
+import type { ExtensionAPI, ExtensionContext, ExtensionFactory } from "@earendil-works/pi-coding-agent";
+import {
+  createAgentSession,
+  DefaultResourceLoader,
+  getAgentDir,
+  ModelRuntime,
+  SessionManager,
+  SettingsManager,
+} from "@earendil-works/pi-coding-agent";
+import type { AgentBridge, WakeInfo } from "../index.js";
+import { registerTaskTools } from "./task-tools.ts";
+
+/** The body-free wake: the Task's content is read through a2a_read_task, never pasted. */
+export function wakePrompt(taskId: string): string {
+  return `[a2a] Task ${taskId} is yours to work on now. Read it with a2a_read_task, then settle it with a2a_complete_task (or ask the caller with a2a_require_input). Record declared outputs with a2a_record_output.`;
+}
+
+/** Pi session ids are [A-Za-z0-9._-]; task ids are UUIDs, so the id is the task id. */
+export function sessionIdFor(taskId: string): string {
+  return `a2a-task-${taskId}`;
+}
+
+export type Log = (event: string, fields?: Record<string, unknown>) => void;
+
+export class TaskSessionDriver {
+  private stopped = false;
+  private loop: Promise<void> | undefined;
+  private readonly pi: ExtensionAPI;
+  private readonly bridge: AgentBridge;
+  private readonly ctx: () => ExtensionContext | undefined;
+  private readonly sessionsDir: string;
+  private readonly log: Log;
+
+  constructor(pi: ExtensionAPI, bridge: AgentBridge, ctx: () => ExtensionContext | undefined, sessionsDir: string, log: Log) {
+    this.pi = pi;
+    this.bridge = bridge;
+    this.ctx = ctx;
+    this.sessionsDir = sessionsDir;
+    this.log = log;
+  }
+
+  start(): void {
+    this.loop ??= this.run();
+  }
+
+  /** Stops taking wakes; the caller closes the bridge so a pending nextWake resolves. */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    await this.loop;
+  }
+
+  private async run(): Promise<void> {
+    while (!this.stopped) {
+      let wake: WakeInfo | null;
+      try {
+        wake = await this.bridge.nextWake(500);
+      } catch (err) {
+        this.log("a2a_wake_error", { message: String(err) });
+        return;
+      }
+      if (!wake || this.stopped) continue;
+      let outcome: "ended" | "failed" = "ended";
+      try {
+        await this.runTurn(wake);
+      } catch (err) {
+        outcome = "failed";
+        this.log("a2a_turn_failed", { taskId: wake.taskId, delivery: wake.delivery, message: err instanceof Error ? err.message : String(err) });
+      }
+      try {
+        this.bridge.turnEnded(wake.taskId, outcome);
+      } catch (err) {
+        this.log("a2a_turn_end_error", { taskId: wake.taskId, message: String(err) });
+      }
+    }
+  }
+
+  private async runTurn(wake: WakeInfo): Promise<void> {
+    const ctx = this.ctx();
+    const model = ctx?.model;
+    if (!ctx || !model) throw new Error("the resident Pi has no model selected, so the task cannot be worked on");
+    const cwd = ctx.cwd;
+    const dir = join(this.sessionsDir, wake.taskId);
+    mkdirSync(dir, { recursive: true, mode: 0o700 });
+    const id = sessionIdFor(wake.taskId);
+    const existing = SessionManager.findById(cwd, id, dir);
+    const sessionManager = existing ? SessionManager.open(existing, dir) : SessionManager.create(cwd, dir, { id });
+
+    const agentDir = getAgentDir();
+    const modelRuntime = await ModelRuntime.create({
+      authPath: join(agentDir, "auth.json"),
+      modelsPath: join(agentDir, "models.json"),
+      refreshOnCreate: false,
+    });
+    // A provider an extension registered (not in auth.json/models.json) must be copied in.
+    const provider = ctx.modelRegistry.getProvider(model.provider);
+    if (provider && !modelRuntime.getModel(model.provider, model.id)) modelRuntime.registerNativeProvider(provider);
+
+    const tools: ExtensionFactory = (child) => registerTaskTools(child, () => this.bridge);
+    const settingsManager = SettingsManager.inMemory({ compaction: { enabled: false } });
+    const resourceLoader = new DefaultResourceLoader({
+      cwd,
+      agentDir,
+      settingsManager,
+      // The task session never loads this package again (no second listener or plane).
+      noExtensions: true,
+      extensionFactories: [tools],
+      noSkills: true,
+      noPromptTemplates: true,
+      noThemes: true,
+    });
+    await resourceLoader.reload();
+    const { session } = await createAgentSession({
+      cwd,
+      agentDir,
+      modelRuntime,
+      settingsManager,
+      resourceLoader,
+      sessionManager,
+      model: modelRuntime.getModel(model.provider, model.id) ?? model,
+      thinkingLevel: ctx.thinkingLevel ?? this.pi.getThinkingLevel(),
+    });
+    try {
+      await session.bindExtensions({ mode: "print" });
+      this.log("a2a_turn_started", { taskId: wake.taskId, delivery: wake.delivery, session: existing ? "reopened" : "created" });
+      await session.prompt(wakePrompt(wake.taskId));
+    } finally {
+      await session.extensionRunner.emit({ type: "session_shutdown", reason: "quit" } as never);
+      session.dispose();
+    }
+  }
+}
