@@ -135,3 +135,20 @@ test("restart with an unsettled task re-offers it", async () => {
     assert.equal(await second.close(), 0, second.stderr);
   }
 });
+
+test("the offline demo agent of the run command takes a task from curl-style HTTP to COMPLETED", async () => {
+  const { env } = setup();
+  // What `bash tools/run.sh --demo` runs: the package, the demo agent and its scripted model.
+  const demo = new PiRpc([repoRoot, join(repoRoot, "extensions/demo-agent.ts")], env, {
+    model: false,
+    extraArgs: ["--provider", "a2a-demo", "--model", "scripted-demo-agent"],
+  });
+  try {
+    const url = await listenerUrl(demo);
+    const task = await send(url, "hello demo");
+    assert.equal(task.status.state, "TASK_STATE_COMPLETED", JSON.stringify(task));
+    assert.match(task.artifacts.at(-1).parts[0].text, /offline demo agent: scripted, not a model.*hello demo/);
+  } finally {
+    assert.equal(await demo.close(), 0, demo.stderr);
+  }
+});

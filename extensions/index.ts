@@ -58,6 +58,12 @@ export default function a2aTaskPlane(pi: ExtensionAPI): void {
     }
     driver = new TaskSessionDriver(pi, bridge, () => context, join(plane.root, "sessions"), log);
     driver.start();
+    if (!ctx.model) {
+      const message =
+        "No model is configured in Pi, so A2A tasks will wait (and their turns fail). Set one up with /login or --model, or try the offline demo agent: bash tools/run.sh --demo";
+      log("a2a_no_model", { message });
+      if (ctx.hasUI) ctx.ui.notify(message, "warning");
+    }
     if (ctx.hasUI) ctx.ui.setStatus("a2a", listener ? `A2A ${listener.url}` : "A2A store open");
   });
 

@@ -27,7 +27,7 @@ export class PiRpc {
   constructor(
     extensions: string[],
     env: Record<string, string> = {},
-    options: { model?: string | false; storeRoot?: string } = {},
+    options: { model?: string | false; storeRoot?: string; extraArgs?: string[] } = {},
   ) {
     const agentDir = mkdtempSync(join(tmpdir(), "pi-agent-"));
     this.storeRoot = options.storeRoot ?? join(mkdtempSync(join(tmpdir(), "pi-store-")), "task-plane");
@@ -38,7 +38,7 @@ export class PiRpc {
     this.child = spawn(
       process.execPath,
       [piCli, "--mode", "rpc", "--no-session", "-ne", "-nc", "-ns", "-np", "--no-themes",
-        ...modelArgs, ...extensions.flatMap((e) => ["-e", e])],
+        ...modelArgs, ...(options.extraArgs ?? []), ...extensions.flatMap((e) => ["-e", e])],
       {
         cwd: repoRoot,
         env: {
