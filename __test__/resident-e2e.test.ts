@@ -3,7 +3,7 @@
 // session, the model uses the a2a_* tools, and the client sees the outputs and COMPLETED.
 import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
-import { mkdtempSync, readdirSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readdirSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import test from "node:test";
@@ -151,4 +151,30 @@ test("the offline demo agent of the run command takes a task from curl-style HTT
   } finally {
     assert.equal(await demo.close(), 0, demo.stderr);
   }
+});
+
+test("a task session gets the resident's other extensions but never loads this package again", async () => {
+  const { env } = setup();
+  const agentDir = mkdtempSync(join(tmpdir(), "pi-agent-"));
+  mkdirSync(join(agentDir, "extensions"));
+  writeFileSync(
+    join(agentDir, "extensions", "probe.ts"),
+    `export default function probe(pi) {
+      pi.on("session_start", (_event, ctx) => process.stderr.write("[probe] session_start " + (ctx.sessionManager.getSessionFile() ?? "ephemeral") + "\\n"));
+    }\n`,
+  );
+  // The resident's settings also list this package; the task session must skip it.
+  writeFileSync(join(agentDir, "settings.json"), JSON.stringify({ packages: [repoRoot] }));
+  const pi = new PiRpc([repoRoot], env, { model: fauxAgentExtension, agentDir });
+  let taskId = "";
+  try {
+    const url = await listenerUrl(pi);
+    const task = await send(url, "summarise with the probe loaded");
+    taskId = task.id;
+    assert.equal(task.status.state, "TASK_STATE_COMPLETED");
+  } finally {
+    assert.equal(await pi.close(), 0, pi.stderr);
+  }
+  assert.match(pi.stderr, new RegExp(`\\[probe\\] session_start \\S*sessions/${taskId}/`), pi.stderr);
+  assert.equal(pi.stderr.split("a2a_server_started").length - 1, 1, "one listener: the task session did not load this package");
 });

@@ -2,8 +2,9 @@
 // own durable Pi session (created on first use, reopened afterwards), in process, with
 // the resident's current model and thinking level and only the task tools. It reports the
 // turn's end to the queue, which clears the turn's authority.
-import { mkdirSync } from "node:fs";
-import { join } from "node:path";
+import { mkdirSync, realpathSync } from "node:fs";
+import { dirname, join, sep } from "node:path";
+import { fileURLToPath } from "node:url";
 import type { ExtensionAPI, ExtensionContext, ExtensionFactory } from "@earendil-works/pi-coding-agent";
 import {
   createAgentSession,
@@ -15,6 +16,18 @@ import {
 } from "@earendil-works/pi-coding-agent";
 import type { AgentBridge, WakeInfo } from "../index.js";
 import { registerTaskTools } from "./task-tools.ts";
+
+/** This package's root: its own extension must never load into a task session. */
+const packageRoot = realpathSync(join(dirname(fileURLToPath(import.meta.url)), ".."));
+
+function isThisPackage(path: string): boolean {
+  try {
+    const real = realpathSync(path);
+    return real === packageRoot || real.startsWith(packageRoot + sep);
+  } catch {
+    return false;
+  }
+}
 
 /** The body-free wake: the Task's content is read through a2a_read_task, never pasted. */
 export function wakePrompt(taskId: string): string {
@@ -102,14 +115,15 @@ export class TaskSessionDriver {
     if (provider && !modelRuntime.getModel(model.provider, model.id)) modelRuntime.registerNativeProvider(provider);
 
     const tools: ExtensionFactory = (child) => registerTaskTools(child, () => this.bridge);
-    const settingsManager = SettingsManager.inMemory({ compaction: { enabled: false } });
+    // The resident's own settings, so the task session gets the resident's extensions...
+    const settingsManager = SettingsManager.create(cwd, agentDir);
     const resourceLoader = new DefaultResourceLoader({
       cwd,
       agentDir,
       settingsManager,
-      // The task session never loads this package again (no second listener or plane).
-      noExtensions: true,
       extensionFactories: [tools],
+      // ...except this package: a task session never opens a second plane or listener.
+      extensionsOverride: (base) => ({ ...base, extensions: base.extensions.filter((e) => !isThisPackage(e.resolvedPath)) }),
       noSkills: true,
       noPromptTemplates: true,
       noThemes: true,
@@ -127,8 +141,20 @@ export class TaskSessionDriver {
     });
     try {
       await session.bindExtensions({ mode: "print" });
+      // The turn ends on agent_settled (Pi's final idle signal; agent_end may repeat on
+      // retries), not merely when prompt() returns.
+      let settled!: () => void;
+      const idle = new Promise<void>((resolve) => (settled = resolve));
+      const unsubscribe = session.subscribe((event: { type: string }) => {
+        if (event.type === "agent_settled") settled();
+      });
       this.log("a2a_turn_started", { taskId: wake.taskId, delivery: wake.delivery, session: existing ? "reopened" : "created" });
-      await session.prompt(wakePrompt(wake.taskId));
+      try {
+        await session.prompt(wakePrompt(wake.taskId));
+        await Promise.race([idle, new Promise((r) => setTimeout(r, 5_000))]);
+      } finally {
+        unsubscribe();
+      }
     } finally {
       await session.extensionRunner.emit({ type: "session_shutdown", reason: "quit" } as never);
       session.dispose();

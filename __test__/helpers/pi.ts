@@ -27,9 +27,9 @@ export class PiRpc {
   constructor(
     extensions: string[],
     env: Record<string, string> = {},
-    options: { model?: string | false; storeRoot?: string; extraArgs?: string[] } = {},
+    options: { model?: string | false; storeRoot?: string; extraArgs?: string[]; agentDir?: string } = {},
   ) {
-    const agentDir = mkdtempSync(join(tmpdir(), "pi-agent-"));
+    const agentDir = options.agentDir ?? mkdtempSync(join(tmpdir(), "pi-agent-"));
     this.storeRoot = options.storeRoot ?? join(mkdtempSync(join(tmpdir(), "pi-store-")), "task-plane");
     // The scripted model: the plain faux provider by default, or another fixture; `false`
     // runs Pi with no model at all.
