@@ -135,6 +135,18 @@ export declare class TaskPlane {
   /** Advances a source's cursor once every event it selected has been accepted. */
   advanceCheckpoint(principal: string, source: string, cursor: string, eventIds: Array<string>): Promise<void>
   /**
+   * Starts a delivery. Concurrent calls for the same delivery id wait for each other and
+   * share one outcome. `canLookUp`: you have the source's reconciler for `lookup`.
+   */
+  beginDelivery(request: DeliveryInput, canLookUp?: boolean | undefined | null): Promise<DeliveryStep>
+  /**
+   * The reconciler's answer after `lookup`: `{providerResponseId}` found, `{}` not
+   * found (send now), `{error}` the lookup failed (ambiguous).
+   */
+  resolveLookup(request: DeliveryInput, providerResponseId?: string | undefined | null, error?: string | undefined | null): Promise<DeliveryStep>
+  /** Records how the mutation went (after `send`) and releases the delivery id. */
+  finishDelivery(request: DeliveryInput, result: SendResult): Promise<DeliveryResult>
+  /**
    * The next Task accepted since the plane opened (created or continued), or `null` when
    * none arrives within `timeoutMs` (default 1000) or the plane is closed.
    */
@@ -198,6 +210,43 @@ export interface ActivationInput {
  */
 export declare function defaultStoreRoot(): string
 
+/** One outbound response to deliver to a provider. */
+export interface DeliveryInput {
+  deliveryId: string
+  principal: string
+  source: string
+  taskId?: string
+  /** The provider-side idempotency key of the mutation. */
+  operationId: string
+  /** `sha256:<hex>` of the payload. */
+  payloadDigest: string
+  /**
+   * `idempotency_key`, `lookup` or `ambiguous`: how a delivery found mid-send after a
+   * crash is recovered.
+   */
+  recovery: string
+}
+
+/** Where a delivery ended. */
+export interface DeliveryResult {
+  /** `delivered`, `not_sent` or `ambiguous` (final: never retried automatically). */
+  state: string
+  providerResponseId?: string
+  /** Whether this call performed the mutation. */
+  sentNow?: boolean
+  detail?: string
+}
+
+/** What to do next with a delivery. */
+export interface DeliveryStep {
+  /**
+   * `send` (perform the mutation, then `finishDelivery`), `lookup` (ask the reconciler,
+   * then `resolveLookup`) or `finished` (see `outcome`).
+   */
+  next: string
+  outcome?: DeliveryResult
+}
+
 /**
  * Whether `A2A_SERVER` asks for the listener (`1`/`true`; `0`/`false`/unset: no). Throws
  * naming the variable for any other value.
@@ -246,6 +295,16 @@ export declare function protocolVersion(): string
 export interface ReadTaskResult {
   text: string
   task: any
+}
+
+/** How the provider mutation went: exactly one member. */
+export interface SendResult {
+  /** It happened; the provider's response id. */
+  providerResponseId?: string
+  /** It certainly did not happen (a later call may retry). */
+  notSent?: string
+  /** It may or may not have happened (the delivery becomes ambiguous). */
+  unknown?: string
 }
 
 /**

@@ -123,3 +123,35 @@ test("defaultStoreRoot follows CHANNELS_TASK_STORE_PATH and XDG_DATA_HOME", () =
     process.env = saved;
   }
 });
+
+test("outbound delivery: concurrent identical responses share one provider mutation", async () => {
+  const root = tempRoot();
+  const plane = TaskPlane.open(root);
+  try {
+    const request = {
+      deliveryId: "d-1",
+      principal: "team",
+      source: "mail",
+      operationId: "op-1",
+      payloadDigest: `sha256:${"a".repeat(64)}`,
+      recovery: "lookup",
+    };
+    let mutations = 0;
+    const deliver = async () => {
+      const step = await plane.beginDelivery(request);
+      if (step.next !== "send") return step.outcome!;
+      mutations += 1;
+      await new Promise((r) => setTimeout(r, 20)); // the provider call
+      return plane.finishDelivery(request, { providerResponseId: "resp-1" });
+    };
+    const outcomes = await Promise.all([deliver(), deliver(), deliver()]);
+    assert.equal(mutations, 1);
+    assert.deepEqual(outcomes.map((o) => [o.state, o.providerResponseId]), [["delivered", "resp-1"], ["delivered", "resp-1"], ["delivered", "resp-1"]]);
+    assert.equal(outcomes.filter((o) => o.sentNow).length, 1);
+    await assert.rejects(plane.beginDelivery({ ...request, payloadDigest: `sha256:${"b".repeat(64)}` }), /a reused operation id must carry the same payload/);
+    await assert.rejects(plane.finishDelivery({ ...request, deliveryId: "never-begun" }, { providerResponseId: "x" }), /was not begun/);
+  } finally {
+    plane.close();
+    rmSync(root, { recursive: true, force: true });
+  }
+});

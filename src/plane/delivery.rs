@@ -11,8 +11,8 @@
 //!   `ambiguous`; the ambiguous policy goes straight to `ambiguous`.
 //! - `ambiguous` is final: recorded with unhealthy evidence, never retried automatically.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::collections::HashSet;
+use std::sync::{Condvar, Mutex};
 
 use rusqlite::{params, OptionalExtension};
 use serde_json::json;
@@ -87,31 +87,54 @@ pub trait Reconciler {
     fn lookup(&self, request: &DeliveryRequest) -> Result<Option<String>, String>;
 }
 
-/// Per-delivery-id locks of this process (one process per store root).
+/// Deliveries in progress in this process (one process per store root): a delivery id is
+/// leased from `begin_delivery` until `finish_delivery`, and a second caller waits.
 #[derive(Default)]
 pub(super) struct InFlight {
-    locks: Mutex<HashMap<String, Arc<Mutex<()>>>>,
+    leased: Mutex<HashSet<String>>,
+    released: Condvar,
 }
 
 impl InFlight {
-    fn lock_for(&self, delivery_id: &str) -> Arc<Mutex<()>> {
-        self.locks
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .entry(delivery_id.to_string())
-            .or_default()
-            .clone()
+    fn acquire(&self, delivery_id: &str) {
+        let mut leased = self.leased.lock().unwrap_or_else(|p| p.into_inner());
+        while leased.contains(delivery_id) {
+            leased = self
+                .released
+                .wait(leased)
+                .unwrap_or_else(|p| p.into_inner());
+        }
+        leased.insert(delivery_id.to_string());
     }
 
-    fn release(&self, delivery_id: &str) {
-        let mut locks = self.locks.lock().unwrap_or_else(|p| p.into_inner());
-        if locks
-            .get(delivery_id)
-            .is_some_and(|l| Arc::strong_count(l) == 1)
-        {
-            locks.remove(delivery_id);
-        }
+    fn is_leased(&self, delivery_id: &str) -> bool {
+        self.leased
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains(delivery_id)
     }
+
+    fn release(&self, delivery_id: &str) -> bool {
+        let removed = self
+            .leased
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(delivery_id);
+        self.released.notify_all();
+        removed
+    }
+}
+
+/// What the caller of `begin_delivery` must do next.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DeliveryStart {
+    /// Perform the provider mutation now, then call `finish_delivery`.
+    Send,
+    /// Ask the source's reconciler whether the mutation happened, then call
+    /// `resolve_lookup`.
+    Lookup,
+    /// Nothing to send: this is the delivery's outcome.
+    Finished(DeliveryOutcome),
 }
 
 /// The stored state of a delivery.
@@ -120,6 +143,20 @@ struct Row {
     state: String,
     provider_response_id: Option<String>,
     detail: Option<String>,
+}
+
+fn check_request(request: &DeliveryRequest) -> Result<(), PlaneError> {
+    check_identifier("deliveryId", &request.delivery_id)?;
+    check_identifier("principal", &request.principal)?;
+    check_identifier("source", &request.source)?;
+    check_identifier("operationId", &request.operation_id)?;
+    if !is_content_address(&request.payload_digest) {
+        return Err(PlaneError::Invalid {
+            field: "payloadDigest".into(),
+            message: "must be sha256:<64 lowercase hex digits>".into(),
+        });
+    }
+    Ok(())
 }
 
 impl TaskPlane {
@@ -131,93 +168,150 @@ impl TaskPlane {
         reconciler: Option<&dyn Reconciler>,
         send: impl FnOnce() -> Result<String, SendFailure>,
     ) -> Result<DeliveryOutcome, PlaneError> {
-        check_identifier("deliveryId", &request.delivery_id)?;
-        check_identifier("principal", &request.principal)?;
-        check_identifier("source", &request.source)?;
-        check_identifier("operationId", &request.operation_id)?;
-        if !is_content_address(&request.payload_digest) {
-            return Err(PlaneError::Invalid {
-                field: "payloadDigest".into(),
-                message: "must be sha256:<64 lowercase hex digits>".into(),
-            });
+        let mut next = self.begin_delivery(&request, reconciler.is_some())?;
+        if next == DeliveryStart::Lookup {
+            let found = reconciler.map(|r| r.lookup(&request)).unwrap_or(Ok(None));
+            next = self.resolve_lookup(&request, found)?;
         }
-        let lock = self.deliveries.lock_for(&request.delivery_id);
-        let outcome = {
-            let _serialized = lock.lock().unwrap_or_else(|p| p.into_inner());
-            self.deliver_serialized(&request, reconciler, send)
-        };
-        drop(lock);
-        self.deliveries.release(&request.delivery_id);
-        outcome
+        match next {
+            DeliveryStart::Finished(outcome) => Ok(outcome),
+            DeliveryStart::Lookup => unreachable!("a lookup is resolved above"),
+            DeliveryStart::Send => {
+                // Released even if `send` panics, so other callers are not stuck.
+                struct Lease<'a>(&'a TaskPlane, &'a str, bool);
+                impl Drop for Lease<'_> {
+                    fn drop(&mut self) {
+                        if self.2 {
+                            self.0.deliveries.release(self.1);
+                        }
+                    }
+                }
+                let mut lease = Lease(self, &request.delivery_id, true);
+                let result = send();
+                lease.2 = false;
+                drop(lease);
+                self.finish_delivery(&request, result)
+            }
+        }
     }
 
-    fn deliver_serialized(
+    /// Starts a delivery: leases its id (waiting while another caller holds it), records
+    /// it `prepared` (or checks the stored one carries the same payload), and says what to
+    /// do next. `can_look_up`: the caller has the source's reconciler at hand.
+    pub fn begin_delivery(
         &self,
         request: &DeliveryRequest,
-        reconciler: Option<&dyn Reconciler>,
-        send: impl FnOnce() -> Result<String, SendFailure>,
-    ) -> Result<DeliveryOutcome, PlaneError> {
+        can_look_up: bool,
+    ) -> Result<DeliveryStart, PlaneError> {
+        check_request(request)?;
+        self.deliveries.acquire(&request.delivery_id);
+        let next = self.begin_leased(request, can_look_up);
+        if !matches!(next, Ok(DeliveryStart::Send) | Ok(DeliveryStart::Lookup)) {
+            self.deliveries.release(&request.delivery_id);
+        }
+        next
+    }
+
+    fn begin_leased(
+        &self,
+        request: &DeliveryRequest,
+        can_look_up: bool,
+    ) -> Result<DeliveryStart, PlaneError> {
         let row = self.prepare_delivery(request)?;
         match row.state.as_str() {
             "delivered" => {
-                return Ok(DeliveryOutcome::Delivered {
+                return Ok(DeliveryStart::Finished(DeliveryOutcome::Delivered {
                     provider_response_id: row.provider_response_id.unwrap_or_default(),
                     sent_now: false,
-                })
+                }))
             }
             "ambiguous" => {
-                return Ok(DeliveryOutcome::Ambiguous {
+                return Ok(DeliveryStart::Finished(DeliveryOutcome::Ambiguous {
                     detail: row.detail.unwrap_or_default(),
-                })
+                }))
             }
             "sending" => match request.recovery {
                 Recovery::IdempotencyKey => {}
-                Recovery::Lookup => match reconciler {
-                    None => {
-                        return self.mark_ambiguous(
+                Recovery::Lookup if can_look_up => return Ok(DeliveryStart::Lookup),
+                Recovery::Lookup => {
+                    return self
+                        .mark_ambiguous(
                             request,
                             "the process stopped while sending, and no reconciler can look the delivery up: \
                              failing closed instead of sending again",
                         )
-                    }
-                    Some(reconciler) => match reconciler.lookup(request) {
-                        Ok(Some(provider_response_id)) => {
-                            self.set_delivery_state(request, "delivered", Some(&provider_response_id), None)?;
-                            return Ok(DeliveryOutcome::Delivered {
-                                provider_response_id,
-                                sent_now: false,
-                            });
-                        }
-                        Ok(None) => {}
-                        Err(err) => {
-                            return self.mark_ambiguous(request, &format!("the reconciler's lookup failed: {err}"))
-                        }
-                    },
-                },
+                        .map(DeliveryStart::Finished)
+                }
                 Recovery::Ambiguous => {
-                    return self.mark_ambiguous(
-                        request,
-                        "the process stopped while sending and the source cannot tell whether the mutation happened",
-                    )
+                    return self
+                        .mark_ambiguous(
+                            request,
+                            "the process stopped while sending and the source cannot tell whether the mutation happened",
+                        )
+                        .map(DeliveryStart::Finished)
                 }
             },
             _ => {}
         }
         self.set_delivery_state(request, "sending", None, None)?;
-        match send() {
-            Ok(provider_response_id) => {
-                self.set_delivery_state(request, "delivered", Some(&provider_response_id), None)?;
-                Ok(DeliveryOutcome::Delivered {
+        Ok(DeliveryStart::Send)
+    }
+
+    /// Takes the reconciler's answer for a `Lookup`: found → delivered (no second
+    /// mutation); not found → send now; the lookup failed → ambiguous.
+    pub fn resolve_lookup(
+        &self,
+        request: &DeliveryRequest,
+        found: Result<Option<String>, String>,
+    ) -> Result<DeliveryStart, PlaneError> {
+        let next = match found {
+            Ok(Some(provider_response_id)) => self
+                .set_delivery_state(request, "delivered", Some(&provider_response_id), None)
+                .map(|_| {
+                    DeliveryStart::Finished(DeliveryOutcome::Delivered {
+                        provider_response_id,
+                        sent_now: false,
+                    })
+                }),
+            Ok(None) => self
+                .set_delivery_state(request, "sending", None, None)
+                .map(|_| DeliveryStart::Send),
+            Err(err) => self
+                .mark_ambiguous(request, &format!("the reconciler's lookup failed: {err}"))
+                .map(DeliveryStart::Finished),
+        };
+        if !matches!(next, Ok(DeliveryStart::Send)) {
+            self.deliveries.release(&request.delivery_id);
+        }
+        next
+    }
+
+    /// Records how the provider mutation went and releases the delivery id.
+    pub fn finish_delivery(
+        &self,
+        request: &DeliveryRequest,
+        result: Result<String, SendFailure>,
+    ) -> Result<DeliveryOutcome, PlaneError> {
+        if !self.deliveries.is_leased(&request.delivery_id) {
+            return Err(PlaneError::FailedPrecondition(format!(
+                "delivery {} was not begun in this process; call beginDelivery first",
+                request.delivery_id
+            )));
+        }
+        let outcome = match result {
+            Ok(provider_response_id) => self
+                .set_delivery_state(request, "delivered", Some(&provider_response_id), None)
+                .map(|_| DeliveryOutcome::Delivered {
                     provider_response_id,
                     sent_now: true,
-                })
-            }
-            Err(SendFailure::NotSent(detail)) => {
-                self.set_delivery_state(request, "failed", None, Some(&detail))?;
-                Ok(DeliveryOutcome::NotSent { detail })
-            }
+                }),
+            Err(SendFailure::NotSent(detail)) => self
+                .set_delivery_state(request, "failed", None, Some(&detail))
+                .map(|_| DeliveryOutcome::NotSent { detail }),
             Err(SendFailure::Unknown(detail)) => self.mark_ambiguous(request, &detail),
-        }
+        };
+        self.deliveries.release(&request.delivery_id);
+        outcome
     }
 
     /// Inserts the delivery as `prepared`, or checks a stored one carries the same payload.

@@ -31,7 +31,9 @@ use rusqlite::{params, OptionalExtension};
 use serde_json::{json, Value};
 
 pub use agent::{Delivery, InterruptKind};
-pub use delivery::{DeliveryOutcome, DeliveryRequest, Reconciler, Recovery, SendFailure};
+pub use delivery::{
+    DeliveryOutcome, DeliveryRequest, DeliveryStart, Reconciler, Recovery, SendFailure,
+};
 pub use error::PlaneError;
 pub use query::{ListFilter, PageCursor, TaskPage};
 pub use retention::{CompactionReport, RETENTION_MS};
