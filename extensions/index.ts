@@ -31,9 +31,10 @@ export default function a2aTaskPlane(pi: ExtensionAPI): void {
   };
 
   const closeAll = async (): Promise<void> => {
-    const stopping = driver?.stop();
+    // The driver first (it aborts a turn in progress), then the bridge: no turn ever runs
+    // without its authority.
+    await driver?.stop();
     bridge?.close();
-    await stopping;
     listener?.close();
     plane?.close();
     driver = undefined;

@@ -44,6 +44,7 @@ export type Log = (event: string, fields?: Record<string, unknown>) => void;
 export class TaskSessionDriver {
   private stopped = false;
   private loop: Promise<void> | undefined;
+  private current: { abort(): Promise<void> } | undefined;
   private readonly pi: ExtensionAPI;
   private readonly bridge: AgentBridge;
   private readonly ctx: () => ExtensionContext | undefined;
@@ -62,9 +63,12 @@ export class TaskSessionDriver {
     this.loop ??= this.run();
   }
 
-  /** Stops taking wakes; the caller closes the bridge so a pending nextWake resolves. */
+  /** Stops taking wakes and aborts the turn in progress (its claim stays WOKEN, so the
+   * next start offers the Task again); resolves once the loop has ended its last turn.
+   * Close the bridge only after this, so no turn runs without its authority. */
   async stop(): Promise<void> {
     this.stopped = true;
+    await this.current?.abort().catch(() => undefined);
     await this.loop;
   }
 
@@ -139,6 +143,7 @@ export class TaskSessionDriver {
       model: modelRuntime.getModel(model.provider, model.id) ?? model,
       thinkingLevel: ctx.thinkingLevel ?? this.pi.getThinkingLevel(),
     });
+    this.current = session;
     try {
       await session.bindExtensions({ mode: "print" });
       // The turn ends on agent_settled (Pi's final idle signal; agent_end may repeat on
@@ -156,6 +161,7 @@ export class TaskSessionDriver {
         unsubscribe();
       }
     } finally {
+      this.current = undefined;
       await session.extensionRunner.emit({ type: "session_shutdown", reason: "quit" } as never);
       session.dispose();
     }

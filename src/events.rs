@@ -12,9 +12,9 @@ use tokio::sync::broadcast;
 
 use crate::record::{ArtifactRecord, MessageRecord, TaskState};
 
-/// How many updates a slow subscriber may fall behind before it is cut off (a Task has a
-/// handful of updates per turn; a channel is allocated per watched Task, so keep it small).
-const TASK_CHANNEL_CAPACITY: usize = 32;
+/// How many updates a slow subscriber may fall behind before it is cut off (one commit may
+/// carry many outputs; a channel is allocated only per watched Task).
+const TASK_CHANNEL_CAPACITY: usize = 128;
 /// How many acceptances an agent driver may fall behind.
 const ACCEPTED_CAPACITY: usize = 4096;
 

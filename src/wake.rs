@@ -108,7 +108,10 @@ impl WakeQueue {
                     match accepted.try_recv() {
                         Ok(a) => feeder.admit(a),
                         Err(tokio::sync::broadcast::error::TryRecvError::Lagged(n)) => {
+                            // Acceptances were missed: the store still has them, so admit
+                            // again from it (admission is idempotent per Task).
                             crate::log::event("a2a_wake_lagged", json!({ "missed": n }));
+                            feeder.resync();
                         }
                         Err(tokio::sync::broadcast::error::TryRecvError::Closed) => return,
                         Err(tokio::sync::broadcast::error::TryRecvError::Empty) => {
@@ -121,6 +124,23 @@ impl WakeQueue {
                 PlaneError::FailedPrecondition(format!("cannot start the wake thread: {e}"))
             })?;
         Ok(queue)
+    }
+
+    /// Re-admits every eligible activation from the store except the active turn's own.
+    fn resync(&self) {
+        let Ok(wakes) = self.inner.plane.wakes_to_replay() else {
+            return;
+        };
+        let active = self
+            .lock()
+            .active
+            .as_ref()
+            .map(|a| a.pending.accepted.activation_id.clone());
+        for wake in wakes {
+            if active.as_deref() != Some(wake.activation_id.as_str()) {
+                self.admit(wake);
+            }
+        }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
@@ -325,7 +345,7 @@ impl WakeQueue {
         };
         let mut state = self.lock();
         if requeue && !state.closed {
-            state.waiting.push_front(pending);
+            requeue_front(&mut state, pending);
         }
         self.inner.changed.notify_all();
         Ok(())
@@ -346,5 +366,17 @@ impl WakeQueue {
 
     pub fn plane(&self) -> &TaskPlane {
         &self.inner.plane
+    }
+}
+
+/// Puts a wake back at the front, unless a newer activation of the same Task is waiting
+/// already (it supersedes this one: one wake per Task).
+fn requeue_front(state: &mut State, pending: Pending) {
+    if !state
+        .waiting
+        .iter()
+        .any(|p| p.accepted.task_id == pending.accepted.task_id)
+    {
+        state.waiting.push_front(pending);
     }
 }

@@ -174,7 +174,7 @@ impl From<PlaneError> for ApiError {
             PlaneError::Store(_) => ApiError::new(
                 StatusCode::INTERNAL_SERVER_ERROR,
                 "INTERNAL",
-                format!("the message was not accepted: {message}"),
+                format!("the task plane failed; nothing was recorded for this request: {message}"),
             ),
         }
     }

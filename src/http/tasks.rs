@@ -212,7 +212,10 @@ async fn stream_updates(
     };
     let mut shutdown = ctx.shared.shutdown.clone();
     tokio::spawn(async move {
-        if !events.send(&first).await || (close_if_settled && settled(record.state)) {
+        // A terminal snapshot always ends the stream (nothing more can happen), even when
+        // the Task settled between the caller's checks and this read.
+        let ends_now = record.state.is_terminal() || (close_if_settled && settled(record.state));
+        if !events.send(&first).await || ends_now {
             return;
         }
         loop {
@@ -220,7 +223,13 @@ async fn stream_updates(
                 update = updates.recv() => {
                     let Ok(event) = update else { return };
                     let ends = event.state().is_some_and(settled);
-                    if !events.send(&event_frame(&ctx, event)).await || ends {
+                    // A stalled client must not hold up shutdown.
+                    let frame = event_frame(&ctx, event);
+                    let sent = tokio::select! {
+                        sent = events.send(&frame) => sent,
+                        _ = shutdown.changed() => false,
+                    };
+                    if !sent || ends {
                         return;
                     }
                 }

@@ -310,7 +310,9 @@ impl TaskPlane {
     }
 
     /// Gives up on an activation: WAKE_FAILED plus unhealthy evidence with `reason`. Startup
-    /// does not resurrect it; a new event or continuation makes a new activation.
+    /// does not resurrect it. When it is the Task's newest activation and the Task is not
+    /// settled, the Task becomes FAILED with `reason` as its status message, so callers
+    /// waiting on it (blocking sends, streams) are answered instead of waiting forever.
     pub fn fail_wake(
         &self,
         activation_id: &str,
@@ -325,10 +327,11 @@ impl TaskPlane {
             reason.to_string(),
         );
         let now = self.now();
-        self.write(move |tx| {
-            rows::push_claim_state(tx.conn(), &activation_id, "WAKE_FAILED", None, Some(&reason), now)?;
+        self.write_publishing(move |tx| {
+            let conn = tx.conn();
+            rows::push_claim_state(conn, &activation_id, "WAKE_FAILED", None, Some(&reason), now)?;
             rows::insert_evidence(
-                tx.conn(),
+                conn,
                 &kind,
                 false,
                 Some(&task_id),
@@ -337,7 +340,22 @@ impl TaskPlane {
                 &serde_json::json!({ "kind": kind, "activationId": activation_id, "taskId": task_id, "reason": reason, "at": now }),
                 now,
             )?;
-            Ok(())
+            let newest: Option<String> = conn
+                .prepare_cached("SELECT MAX(activation_id) FROM claims WHERE task_id = ?1")?
+                .query_row([&task_id], |r| r.get(0))?;
+            let mut published = vec![];
+            if let Some(task) = rows::task_by_id(conn, &task_id)? {
+                let waiting_for_caller = task.record.state.is_interrupted() && task.record.input_request_open;
+                if newest.as_deref() == Some(activation_id.as_str()) && !task.record.state.is_terminal() && !waiting_for_caller {
+                    let message = MessageRecord::agent(vec![crate::record::PartRecord::text(format!(
+                        "The resident agent could not work on this task: {reason}. Send it again as a new message."
+                    ))]);
+                    rows::append_history(conn, &task, &message)?;
+                    rows::set_status(conn, task.seq, TaskState::Failed, Some(&message), now, Some(false))?;
+                    published.push(status(&task, TaskState::Failed, Some(&message), now));
+                }
+            }
+            Ok(((), published))
         })
     }
 

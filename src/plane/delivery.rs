@@ -96,15 +96,27 @@ pub(super) struct InFlight {
 }
 
 impl InFlight {
-    fn acquire(&self, delivery_id: &str) {
+    /// Leases `delivery_id`, waiting up to [`LEASE_WAIT`] for another caller to finish.
+    fn acquire(&self, delivery_id: &str) -> Result<(), PlaneError> {
+        let deadline = std::time::Instant::now() + LEASE_WAIT;
         let mut leased = self.leased.lock().unwrap_or_else(|p| p.into_inner());
         while leased.contains(delivery_id) {
+            let now = std::time::Instant::now();
+            if now >= deadline {
+                return Err(PlaneError::FailedPrecondition(format!(
+                    "delivery {delivery_id} has been in progress in this process for over {}s; \
+                     finish it (finishDelivery) before starting it again",
+                    LEASE_WAIT.as_secs()
+                )));
+            }
             leased = self
                 .released
-                .wait(leased)
-                .unwrap_or_else(|p| p.into_inner());
+                .wait_timeout(leased, deadline - now)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
         }
         leased.insert(delivery_id.to_string());
+        Ok(())
     }
 
     fn is_leased(&self, delivery_id: &str) -> bool {
@@ -124,6 +136,9 @@ impl InFlight {
         removed
     }
 }
+
+/// How long a second caller waits for a delivery id another caller holds.
+const LEASE_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// What the caller of `begin_delivery` must do next.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -204,7 +219,7 @@ impl TaskPlane {
         can_look_up: bool,
     ) -> Result<DeliveryStart, PlaneError> {
         check_request(request)?;
-        self.deliveries.acquire(&request.delivery_id);
+        self.deliveries.acquire(&request.delivery_id)?;
         let next = self.begin_leased(request, can_look_up);
         if !matches!(next, Ok(DeliveryStart::Send) | Ok(DeliveryStart::Lookup)) {
             self.deliveries.release(&request.delivery_id);

@@ -378,12 +378,14 @@ impl Store {
             }
             Err(err) => Err(E::from(StoreError::from(err))),
         };
+        let closed = self.is_closed();
         let mut idle = self
             .shared
             .readers
             .lock()
             .unwrap_or_else(|p| p.into_inner());
-        if idle.len() < MAX_IDLE_READERS {
+        // A read that overlapped close() must not put its connection back in the pool.
+        if !closed && idle.len() < MAX_IDLE_READERS {
             idle.push(conn);
         }
         result

@@ -267,7 +267,11 @@ fn render(task: &TaskRecord, outputs: &Outputs) -> String {
                     b.len()
                 ),
             };
-            for line in text.lines() {
+            // Every line break a model or terminal may honour starts a new prefixed line,
+            // so caller text can never begin a line of its own (or forge a marker).
+            for line in text.split([
+                '\n', '\r', '\u{0b}', '\u{0c}', '\u{85}', '\u{2028}', '\u{2029}',
+            ]) {
                 out.push_str("| ");
                 out.push_str(line);
                 out.push('\n');
