@@ -85,6 +85,7 @@ fn a_non_terminal_task_keeps_its_claim_context_anchor_and_evidence_past_the_wind
     plane
         .require_input(&task, InterruptKind::InputRequired, agent("which?"), None)
         .unwrap();
+    deliver_question(&plane, "alice", "mail", &task, "resp-1");
     plane
         .record_reply_anchor("alice", "mail", "resp-1", &task)
         .unwrap();

@@ -47,6 +47,7 @@ fn waiting_mail_task(
     plane
         .require_input(&task, kind, agent("which X?"), None)
         .unwrap();
+    deliver_question(plane, principal, MAIL, &task, response_id);
     plane
         .record_reply_anchor(principal, MAIL, response_id, &task)
         .unwrap();
@@ -742,4 +743,31 @@ fn task_creation_grants_no_authority() {
         "metadata cannot change the source's declaration"
     );
     assert!(record.extensions.is_empty());
+}
+
+#[test]
+fn a_reply_anchor_records_only_a_response_the_plane_delivered() {
+    let root = TempRoot::new("anchor-delivered");
+    let plane = plane(&root);
+    let task = plane
+        .accept(native("alice", MAIL, "ev-1", Some("thread-1"), "x"))
+        .unwrap()
+        .task_id
+        .unwrap();
+    plane.start_work(&task).unwrap();
+    plane
+        .require_input(&task, InterruptKind::InputRequired, agent("which?"), None)
+        .unwrap();
+    let err = plane
+        .record_reply_anchor("alice", MAIL, "never-sent", &task)
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("no delivered response never-sent"),
+        "{err}"
+    );
+    // So a reply to it is new work, not a continuation.
+    let reply_to_unsent = plane
+        .continue_activation(reply("alice", MAIL, "ev-2", "thread-1", "never-sent", "x"))
+        .unwrap();
+    assert_eq!(reply_to_unsent.disposition, Disposition::Created);
 }

@@ -36,6 +36,16 @@ impl Credentials {
         let shown = path.display();
         let text = std::fs::read_to_string(path)
             .map_err(|e| format!("A2A_CREDENTIALS_PATH: cannot read {shown}: {e}"))?;
+        if let Ok(meta) = std::fs::metadata(path) {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = meta.permissions().mode() & 0o777;
+            if mode & 0o077 != 0 {
+                crate::log::event(
+                    "a2a_credentials_readable_by_others",
+                    serde_json::json!({ "path": shown.to_string(), "mode": format!("{mode:o}"), "fix": format!("chmod 600 {shown}") }),
+                );
+            }
+        }
         let file: File = serde_json::from_str(&text).map_err(|e| {
             format!("A2A_CREDENTIALS_PATH: {shown} is not {{\"credentials\": [{{\"token\", \"principal\"}}]}}: {e}")
         })?;

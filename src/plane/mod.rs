@@ -679,7 +679,8 @@ impl TaskPlane {
 
     /// Records that the plane sent `provider_response_id` on `source` for `task_id`'s
     /// open input request, so a direct reply to it can continue the Task. The Task must be
-    /// the principal's and waiting for input.
+    /// the principal's and waiting for input, and that response must be one the plane
+    /// delivered for it (see `deliver`).
     pub fn record_reply_anchor(
         &self,
         principal: &str,
@@ -711,6 +712,21 @@ impl TaskPlane {
                     field: "source".into(),
                     message: format!("task {task_id} came from source `{}`, not `{source}`", task.record.source),
                 });
+            }
+            // Condition 2: the plane itself delivered that provider response for this Task.
+            let delivered: Option<String> = tx
+                .conn()
+                .prepare_cached(
+                    "SELECT delivery_id FROM deliveries WHERE task_id = ?1 AND source = ?2 \
+                     AND provider_response_id = ?3 AND state = 'delivered'",
+                )?
+                .query_row(params![task_id, source, response], |r| r.get(0))
+                .optional()?;
+            if delivered.is_none() {
+                return Err(PlaneError::FailedPrecondition(format!(
+                    "no delivered response {response} on source `{source}` for task {task_id}: a reply anchor \
+                     records a response the plane delivered (deliver it first, then record the anchor)"
+                )));
             }
             tx.conn()
                 .prepare_cached(

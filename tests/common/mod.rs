@@ -112,3 +112,25 @@ pub fn count(db: &Path, sql: &str) -> i64 {
             .unwrap();
     conn.query_row(sql, [], |r| r.get(0)).unwrap()
 }
+
+/// Delivers the agent's question for `task` on `source` as provider response `response_id`
+/// (what a source adapter does before it records the reply anchor).
+pub fn deliver_question(
+    plane: &TaskPlane,
+    principal: &str,
+    source: &str,
+    task: &str,
+    response_id: &str,
+) {
+    let request = a2a_task_plane::plane::DeliveryRequest {
+        delivery_id: format!("q-{response_id}"),
+        principal: principal.into(),
+        source: source.into(),
+        task_id: Some(task.into()),
+        operation_id: format!("op-{response_id}"),
+        payload_digest: a2a_task_plane::plane::content_address(response_id.as_bytes()),
+        recovery: a2a_task_plane::plane::Recovery::IdempotencyKey,
+    };
+    let response = response_id.to_string();
+    plane.deliver(request, None, move || Ok(response)).unwrap();
+}
