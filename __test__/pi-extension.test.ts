@@ -10,7 +10,8 @@ import { TaskPlane } from "../index.js";
 import { PiRpc, repoRoot } from "./helpers/pi.ts";
 
 async function a2aStatus(pi: PiRpc): Promise<string> {
-  const notified = pi.waitFor((r) => r.type === "extension_ui_request" && r.method === "notify");
+  const start = pi.records.length; // only a notification that answers this command
+  const notified = pi.waitFor((r) => r.type === "extension_ui_request" && r.method === "notify" && pi.records.indexOf(r) >= start);
   const handled = await pi.call({ type: "prompt", message: "/a2a" });
   assert.equal(handled.success, true, JSON.stringify(handled));
   return String((await notified).message);
@@ -80,4 +81,25 @@ test("the legacy A2A_STORE_PATH gets one clear warning and is not merged", async
   const warnings = pi.stderr.split("\n").filter((l) => l.includes("a2a_legacy_store_not_merged"));
   assert.equal(warnings.length, 1);
   assert.match(warnings[0]!, /not merged into the task-plane store/);
+});
+
+test("/new closes the task plane and the listener and reopens them in the same process", async () => {
+  const dir = mkdtempSync(join(tmpdir(), "pi-a2a-"));
+  const credentials = join(dir, "credentials.json");
+  writeFileSync(credentials, JSON.stringify({ credentials: [{ token: "pi-test-token-0123456789", principal: "tester" }] }));
+  const pi = new PiRpc([repoRoot], { A2A_SERVER: "1", A2A_PORT: "0", A2A_CREDENTIALS_PATH: credentials });
+  try {
+    const before = /at (http:\/\/\S+)/.exec(await a2aStatus(pi))?.[1];
+    const switched = await pi.call({ type: "new_session" });
+    assert.equal(switched.success, true, JSON.stringify(switched));
+    const after = /at (http:\/\/\S+)/.exec(await a2aStatus(pi))?.[1];
+    assert.ok(before && after, "the listener runs before and after");
+    await assert.rejects(fetch(`${before}/.well-known/agent-card.json`), "the old listener is closed");
+    assert.equal((await fetch(`${after}/.well-known/agent-card.json`)).status, 200);
+  } finally {
+    assert.equal(await pi.close(), 0, pi.stderr);
+  }
+  assert.doesNotMatch(pi.stderr, /already open|a2a_task_plane_start_failed/);
+  assert.equal(pi.stderr.split("a2a_server_started").length - 1, 2);
+  assert.equal(pi.stderr.split("a2a_server_stopped").length - 1, 2);
 });
