@@ -925,16 +925,12 @@ pub struct SendResult {
 }
 
 fn delivery_request(input: DeliveryInput) -> Result<plane::DeliveryRequest> {
-    let recovery = match input.recovery.as_str() {
-        "idempotency_key" => plane::Recovery::IdempotencyKey,
-        "lookup" => plane::Recovery::Lookup,
-        "ambiguous" => plane::Recovery::Ambiguous,
-        other => {
-            return Err(invalid_arg(format!(
-                "invalid `recovery`: `{other}`; use idempotency_key, lookup or ambiguous"
-            )))
-        }
-    };
+    let recovery = plane::Recovery::parse(&input.recovery).ok_or_else(|| {
+        invalid_arg(format!(
+            "invalid `recovery`: `{}`; use idempotency_key, lookup or ambiguous",
+            input.recovery
+        ))
+    })?;
     Ok(plane::DeliveryRequest {
         delivery_id: input.delivery_id,
         principal: input.principal,

@@ -254,6 +254,28 @@ impl TaskPlane {
     }
 }
 
+/// Unhealthy evidence about an activation of a Task.
+fn unhealthy_wake_evidence(
+    conn: &Connection,
+    kind: &str,
+    activation_id: &str,
+    task_id: &str,
+    reason: &str,
+    now: i64,
+) -> Result<(), PlaneError> {
+    rows::insert_evidence(
+        conn,
+        kind,
+        false,
+        Some(task_id),
+        Some(activation_id),
+        &serde_json::json!({ "activationId": activation_id }),
+        &serde_json::json!({ "kind": kind, "activationId": activation_id, "taskId": task_id, "reason": reason, "at": now }),
+        now,
+    )?;
+    Ok(())
+}
+
 /// What delivering a wake did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Delivery {
@@ -330,16 +352,7 @@ impl TaskPlane {
         self.write_publishing(move |tx| {
             let conn = tx.conn();
             rows::push_claim_state(conn, &activation_id, "WAKE_FAILED", None, Some(&reason), now)?;
-            rows::insert_evidence(
-                conn,
-                &kind,
-                false,
-                Some(&task_id),
-                Some(&activation_id),
-                &serde_json::json!({ "activationId": activation_id }),
-                &serde_json::json!({ "kind": kind, "activationId": activation_id, "taskId": task_id, "reason": reason, "at": now }),
-                now,
-            )?;
+            unhealthy_wake_evidence(conn, &kind, &activation_id, &task_id, &reason, now)?;
             let newest: Option<String> = conn
                 .prepare_cached("SELECT MAX(activation_id) FROM claims WHERE task_id = ?1")?
                 .query_row([&task_id], |r| r.get(0))?;
@@ -376,16 +389,7 @@ impl TaskPlane {
         );
         let now = self.now();
         self.write(move |tx| {
-            rows::insert_evidence(
-                tx.conn(),
-                &kind,
-                false,
-                Some(&task_id),
-                Some(&activation_id),
-                &serde_json::json!({ "activationId": activation_id }),
-                &serde_json::json!({ "kind": kind, "activationId": activation_id, "taskId": task_id, "reason": reason, "at": now }),
-                now,
-            )?;
+            unhealthy_wake_evidence(tx.conn(), &kind, &activation_id, &task_id, &reason, now)?;
             Ok(())
         })
     }

@@ -41,6 +41,16 @@ impl Recovery {
             Recovery::Ambiguous => "ambiguous",
         }
     }
+
+    pub fn parse(name: &str) -> Option<Recovery> {
+        [
+            Recovery::IdempotencyKey,
+            Recovery::Lookup,
+            Recovery::Ambiguous,
+        ]
+        .into_iter()
+        .find(|r| r.as_str() == name)
+    }
 }
 
 /// One response to deliver.

@@ -642,15 +642,9 @@ impl TaskPlane {
         include_artifacts: bool,
     ) -> Result<Option<TaskRecord>, PlaneError> {
         self.read(|conn| {
-            let Some(row) = rows::owned_task(conn, principal, task_id)? else {
-                return Ok(None);
-            };
-            Ok(Some(read_full(
-                conn,
-                row,
-                history_length,
-                include_artifacts,
-            )?))
+            rows::owned_task(conn, principal, task_id)?
+                .map(|row| read_full(conn, row, history_length, include_artifacts))
+                .transpose()
         })
     }
 
@@ -663,15 +657,9 @@ impl TaskPlane {
         include_artifacts: bool,
     ) -> Result<Option<TaskRecord>, PlaneError> {
         self.read(|conn| {
-            let Some(row) = rows::task_by_id(conn, task_id)? else {
-                return Ok(None);
-            };
-            Ok(Some(read_full(
-                conn,
-                row,
-                history_length,
-                include_artifacts,
-            )?))
+            rows::task_by_id(conn, task_id)?
+                .map(|row| read_full(conn, row, history_length, include_artifacts))
+                .transpose()
         })
     }
 

@@ -87,6 +87,19 @@ pub fn part_from_wire(p: Part) -> Result<PartRecord, Invalid> {
     })
 }
 
+fn parts_from_wire(parts: Vec<Part>) -> Result<Vec<PartRecord>, Invalid> {
+    parts
+        .into_iter()
+        .enumerate()
+        .map(|(i, p)| {
+            part_from_wire(p).map_err(|e| Invalid {
+                field: format!("parts[{i}]"),
+                message: e.message,
+            })
+        })
+        .collect()
+}
+
 pub fn part_to_wire(p: &PartRecord) -> Part {
     let content = match &p.content {
         PartContent::Text(t) => part::Content::Text(t.clone()),
@@ -112,17 +125,7 @@ pub fn message_from_wire(
         Ok(Role::Agent) => record::Role::Agent,
         _ => record::Role::User,
     };
-    let parts = m
-        .parts
-        .into_iter()
-        .enumerate()
-        .map(|(i, p)| {
-            part_from_wire(p).map_err(|e| Invalid {
-                field: format!("parts[{i}]"),
-                message: e.message,
-            })
-        })
-        .collect::<Result<Vec<_>, _>>()?;
+    let parts = parts_from_wire(m.parts)?;
     let record = MessageRecord {
         message_id: m.message_id,
         role,
@@ -221,17 +224,7 @@ pub fn task_to_wire(t: &TaskRecord) -> Task {
 /// A wire artifact (from the agent side) as a native record.
 pub fn artifact_from_wire(a: Artifact) -> Result<ArtifactRecord, Invalid> {
     a.validate("")?;
-    let parts = a
-        .parts
-        .into_iter()
-        .enumerate()
-        .map(|(i, p)| {
-            part_from_wire(p).map_err(|e| Invalid {
-                field: format!("parts[{i}]"),
-                message: e.message,
-            })
-        })
-        .collect::<Result<Vec<_>, _>>()?;
+    let parts = parts_from_wire(a.parts)?;
     Ok(ArtifactRecord {
         artifact_id: a.artifact_id,
         name: non_empty(a.name),

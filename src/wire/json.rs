@@ -78,14 +78,7 @@ pub fn decode_unchecked<T: DeserializeOwned>(
     bytes: &[u8],
 ) -> Result<T, WireError> {
     let mut de = serde_json::Deserializer::from_slice(bytes);
-    let value = serde_path_to_error::deserialize(&mut de).map_err(|err| {
-        let field = err.path().to_string();
-        WireError {
-            what,
-            field: if field == "." { String::new() } else { field },
-            message: err.into_inner().to_string(),
-        }
-    })?;
+    let value = serde_path_to_error::deserialize(&mut de).map_err(|err| path_error(what, err))?;
     de.end().map_err(|err| WireError {
         what,
         field: String::new(),
@@ -99,18 +92,21 @@ pub fn decode_value<T: DeserializeOwned + Validate>(
     what: &'static str,
     value: serde_json::Value,
 ) -> Result<T, WireError> {
-    let decoded: T = serde_path_to_error::deserialize(value).map_err(|err| {
-        let field = err.path().to_string();
-        WireError {
-            what,
-            field: if field == "." { String::new() } else { field },
-            message: err.into_inner().to_string(),
-        }
-    })?;
+    let decoded: T =
+        serde_path_to_error::deserialize(value).map_err(|err| path_error(what, err))?;
     decoded
         .validate("")
         .map_err(|invalid| WireError::from_invalid(what, invalid))?;
     Ok(decoded)
+}
+
+fn path_error(what: &'static str, err: serde_path_to_error::Error<serde_json::Error>) -> WireError {
+    let field = err.path().to_string();
+    WireError {
+        what,
+        field: if field == "." { String::new() } else { field },
+        message: err.into_inner().to_string(),
+    }
 }
 
 /// Encodes `value` as compact ProtoJSON text.

@@ -31,18 +31,3 @@ pub const PROTOCOL_VERSION: &str = "1.0";
 
 /// The one protocol binding this server speaks.
 pub const PROTOCOL_BINDING: &str = "HTTP+JSON";
-
-impl TaskState {
-    /// COMPLETED, FAILED, CANCELED or REJECTED: the Task never changes again.
-    pub fn is_terminal(self) -> bool {
-        matches!(
-            self,
-            TaskState::Completed | TaskState::Failed | TaskState::Canceled | TaskState::Rejected
-        )
-    }
-
-    /// INPUT_REQUIRED or AUTH_REQUIRED: settled for a blocking send, still continuable.
-    pub fn is_interrupted(self) -> bool {
-        matches!(self, TaskState::InputRequired | TaskState::AuthRequired)
-    }
-}
