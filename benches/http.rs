@@ -249,6 +249,9 @@ fn main() {
             .cloned()
     };
     let seconds: u64 = arg("--seconds").and_then(|s| s.parse().ok()).unwrap_or(5);
+    // `--only get|stream|list`: after the send case (which makes the Tasks), run just that.
+    let only = arg("--only");
+    let wanted = move |case: &str| only.as_deref().is_none_or(|o| o == case);
     let duration = Duration::from_secs(seconds);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
@@ -318,41 +321,48 @@ fn main() {
             "message:send (blocking, agent settles at once), 64 conns",
             sends,
         );
-        let ids_for_get = ids.clone();
-        report(
-            "GET /tasks/{id}, 64 conns",
-            load(
-                t.clone(),
-                64,
-                duration,
-                Arc::new(move |i| {
-                    (
-                        "GET".into(),
-                        format!("/tasks/{}", ids_for_get[i % ids_for_get.len()]),
-                        String::new(),
-                        "application/json".into(),
-                    )
-                }),
-            )
-            .await,
-        );
-        report(
-            "message:stream (until COMPLETED), 32 conns",
-            load(
-                t.clone(),
-                32,
-                duration,
-                Arc::new(|i| {
-                    (
-                        "POST".into(),
-                        "/message:stream".into(),
-                        send_body("stream", i),
-                        "text/event-stream".into(),
-                    )
-                }),
-            )
-            .await,
-        );
+        if wanted("get") {
+            let ids_for_get = ids.clone();
+            report(
+                "GET /tasks/{id}, 64 conns",
+                load(
+                    t.clone(),
+                    64,
+                    duration,
+                    Arc::new(move |i| {
+                        (
+                            "GET".into(),
+                            format!("/tasks/{}", ids_for_get[i % ids_for_get.len()]),
+                            String::new(),
+                            "application/json".into(),
+                        )
+                    }),
+                )
+                .await,
+            );
+        }
+        if wanted("stream") {
+            report(
+                "message:stream (until COMPLETED), 32 conns",
+                load(
+                    t.clone(),
+                    32,
+                    duration,
+                    Arc::new(|i| {
+                        (
+                            "POST".into(),
+                            "/message:stream".into(),
+                            send_body("stream", i),
+                            "text/event-stream".into(),
+                        )
+                    }),
+                )
+                .await,
+            );
+        }
+        if !wanted("list") {
+            return;
+        }
         // Fill to 10,000 Tasks (returnImmediately keeps it quick), then list.
         let have = {
             let mut conn = Conn::open(t.addr).await;

@@ -41,8 +41,9 @@ pub const LOCK_FILE: &str = "lock";
 const MAX_BATCH: usize = 512;
 /// Queued writes beyond this make callers wait (back-pressure instead of unbounded memory).
 const QUEUE_DEPTH: usize = 4096;
-/// Read connections kept open for reuse.
-const MAX_IDLE_READERS: usize = 8;
+/// Read connections kept open for reuse. Sized for the listener's concurrency: opening one
+/// means parsing the schema again, which showed up in profiles of concurrent reads.
+const MAX_IDLE_READERS: usize = 64;
 
 /// A failure of the store itself (not of a rule).
 #[derive(Debug, Clone)]
