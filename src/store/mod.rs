@@ -10,7 +10,8 @@
 //! - **One process per root.** Opening takes an exclusive `flock` on `<root>/lock`; a
 //!   second opener (another process, or the same one before `close()`) fails at once with
 //!   an error naming the root and the holder's pid.
-//! - WAL with `synchronous=FULL`; the root is mode 0700 and its files 0600.
+//! - WAL with `synchronous=FULL`; checkpoints on their own thread; the root is mode 0700
+//!   and its files 0600.
 //!
 //! See `src/store/CONCURRENCY.md` for who owns what.
 
@@ -184,6 +185,7 @@ struct Shared {
     db_path: PathBuf,
     sender: Mutex<Option<SyncSender<Box<dyn Job>>>>,
     writer: Mutex<Option<JoinHandle<()>>>,
+    checkpointer: Mutex<Option<(Arc<std::sync::atomic::AtomicBool>, JoinHandle<()>)>>,
     readers: Mutex<Vec<Connection>>,
     lock: Mutex<Option<File>>,
 }
@@ -252,6 +254,11 @@ impl Store {
             }
         }
 
+        // Checkpoints run on their own thread (below), so the writer's commits do not pay
+        // for copying the WAL back; the writer checkpoints itself only past a large WAL.
+        conn.pragma_update(None, "wal_autocheckpoint", WRITER_CHECKPOINT_PAGES)?;
+        let checkpointer = start_checkpointer(&db_path)
+            .map_err(|e| io(root, "cannot start the checkpoint thread", e))?;
         let (sender, receiver) = mpsc::sync_channel::<Box<dyn Job>>(QUEUE_DEPTH);
         let faults = options.faults.clone();
         let writer = std::thread::Builder::new()
@@ -265,6 +272,7 @@ impl Store {
                 db_path,
                 sender: Mutex::new(Some(sender)),
                 writer: Mutex::new(Some(writer)),
+                checkpointer: Mutex::new(Some(checkpointer)),
                 readers: Mutex::new(Vec::new()),
                 lock: Mutex::new(Some(lock)),
             }),
@@ -395,6 +403,7 @@ impl Store {
     /// Stops the writer after the writes already queued, closes every connection and
     /// releases the root's lock. Idempotent.
     pub fn close(&self) {
+        stop_checkpointer(&self.shared.checkpointer);
         let sender = self
             .shared
             .sender
@@ -435,6 +444,7 @@ impl Store {
 
 impl Drop for Shared {
     fn drop(&mut self) {
+        stop_checkpointer(&self.checkpointer);
         // The last handle went away without close(): stop the writer all the same.
         self.sender
             .get_mut()
@@ -448,6 +458,56 @@ impl Drop for Shared {
         {
             let _ = writer.join();
         }
+    }
+}
+
+/// WAL size (pages) past which the writer checkpoints itself, in case the checkpoint thread
+/// falls behind under sustained load.
+const WRITER_CHECKPOINT_PAGES: i64 = 16_384;
+/// How often the checkpoint thread looks.
+const CHECKPOINT_EVERY: std::time::Duration = std::time::Duration::from_millis(100);
+
+type Checkpointer = (Arc<std::sync::atomic::AtomicBool>, JoinHandle<()>);
+
+/// A thread with its own connection that runs a PASSIVE checkpoint (never blocking the
+/// writer or readers) every [`CHECKPOINT_EVERY`]; with nothing new in the WAL it only
+/// reads the WAL index.
+fn start_checkpointer(db_path: &Path) -> std::io::Result<Checkpointer> {
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flag = stop.clone();
+    let path = db_path.to_path_buf();
+    let handle = std::thread::Builder::new()
+        .name("task-plane-checkpoint".into())
+        .spawn(move || {
+            let Ok(conn) = Connection::open_with_flags(
+                &path,
+                OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+            ) else {
+                return;
+            };
+            let _ = conn.busy_timeout(std::time::Duration::from_millis(100));
+            let _ = conn.pragma_update(None, "synchronous", "FULL");
+            // This connection never writes, so it never checkpoints on its own.
+            let _ = conn.pragma_update(None, "wal_autocheckpoint", 0);
+            while !flag.load(std::sync::atomic::Ordering::SeqCst) {
+                // Parked, not slept: close() unparks it and need not wait out the interval.
+                std::thread::park_timeout(CHECKPOINT_EVERY);
+                if flag.load(std::sync::atomic::Ordering::SeqCst) {
+                    break;
+                }
+                let _ =
+                    conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| r.get::<_, i64>(1));
+            }
+        })?;
+    Ok((stop, handle))
+}
+
+fn stop_checkpointer(slot: &Mutex<Option<Checkpointer>>) {
+    let taken = slot.lock().unwrap_or_else(|p| p.into_inner()).take();
+    if let Some((stop, handle)) = taken {
+        stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        handle.thread().unpark();
+        let _ = handle.join();
     }
 }
 
