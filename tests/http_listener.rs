@@ -149,6 +149,10 @@ fn scripted_agent(plane: TaskPlane, stop: Arc<AtomicBool>) -> std::thread::JoinH
                         None,
                     )
                 }),
+                t if t.starts_with("elicit") => plane.start_work(&id).and_then(|_| {
+                    let schema = serde_json::json!({"type": "object", "properties": {"color": {"type": "string", "enum": ["red", "blue"]}}, "required": ["color"]});
+                    plane.require_input(&id, InterruptKind::InputRequired, agent("which color?"), Some(schema))
+                }),
                 t if t.starts_with("auth") => plane.start_work(&id).and_then(|_| {
                     plane.require_input(
                         &id,
@@ -1124,4 +1128,43 @@ fn idle_and_slow_clients_are_timed_out_and_connections_are_bounded() {
     std::thread::sleep(Duration::from_millis(100));
     drop((hold1, hold2));
     assert_eq!(third.join().unwrap(), 200);
+}
+
+#[test]
+fn a_structured_answer_that_misses_the_requested_schema_is_a_400_naming_the_field() {
+    let server = Server::start();
+    let asked = server.send(ALICE, "m-1", "elicit", json!({})).json()["task"].clone();
+    assert_eq!(asked["status"]["state"], "TASK_STATE_INPUT_REQUIRED");
+    let id = asked["id"].as_str().unwrap();
+    let wrong = server.call(
+        "POST",
+        "/message:send",
+        Some(ALICE),
+        Some(json!({"message": {"messageId": "m-2", "role": "ROLE_USER", "taskId": id, "parts": [{"data": {"action": "accept", "content": {"color": "green"}}}]}})),
+    );
+    assert_eq!(
+        (wrong.status, wrong.reason().as_str()),
+        (400, "INVALID_ARGUMENT")
+    );
+    assert_eq!(
+        wrong.json()["error"]["details"][1]["fieldViolations"][0]["field"],
+        "message.parts[0].data.content.color"
+    );
+    let still = server
+        .call("GET", &format!("/tasks/{id}"), Some(ALICE), None)
+        .json();
+    assert_eq!(
+        still["status"]["state"], "TASK_STATE_INPUT_REQUIRED",
+        "the Task is still waiting"
+    );
+    let right = server.call(
+        "POST",
+        "/message:send",
+        Some(ALICE),
+        Some(json!({"message": {"messageId": "m-3", "role": "ROLE_USER", "taskId": id, "parts": [{"data": {"action": "accept", "content": {"color": "blue"}}}]}})),
+    );
+    assert_eq!(
+        right.json()["task"]["status"]["state"],
+        "TASK_STATE_COMPLETED"
+    );
 }
