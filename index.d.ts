@@ -19,6 +19,11 @@ export declare class A2AListener {
    * configuration or the credentials file is unusable or the address is taken.
    */
   static start(plane: TaskPlane, options?: ListenerOptions | undefined | null): A2AListener
+  /**
+   * What the operator should fix although the listener started (e.g. a credentials
+   * file readable by others).
+   */
+  get warnings(): Array<string>
   /** The interface URL (as in the Agent Card). */
   get url(): string
   /** The bound port. */
@@ -47,8 +52,27 @@ export declare class AgentBridge {
    * authority); `null` after `timeoutMs` (default 1000) or once closed.
    */
   nextWake(timeoutMs?: number | undefined | null): Promise<WakeInfo | null>
-  /** Ends the active turn: `ended` (the session's turn ran to its end) or `failed`. */
-  turnEnded(taskId: string, outcome: string): void
+  /**
+   * Ends the active turn: `ended` (the session's turn ran to its end) or `failed`, with
+   * `reason` (why it failed: logged, and told to the caller in the Task's status).
+   */
+  turnEnded(taskId: string, outcome: "ended" | "failed", reason?: string | undefined | null): Promise<void>
+  /**
+   * Holds the queue while the agent cannot work Tasks (`reason`: why, e.g. no usable
+   * model; each waiting Task's status then says so), or releases it (`null`).
+   */
+  hold(reason?: string | undefined | null): Promise<void>
+  /** Why the queue is held, if it is. */
+  get held(): string | null
+  /** How many wakes wait behind the active turn. */
+  get waiting(): number
+  /**
+   * Calls `callback` with each batch of Task activity (arrivals and status changes of
+   * every Task, for the person watching the resident), from a thread that ends on
+   * `close()`. The callback never keeps Node's event loop alive. One watcher per bridge:
+   * a second call replaces the first.
+   */
+  watchActivity(callback: (err: Error | null, batch: TaskActivity[]) => void): void
   /** The Task whose turn is active, if any. */
   get authority(): string | null
   /**
@@ -70,7 +94,10 @@ export declare class AgentBridge {
    * `requestedSchema`.
    */
   requireInput(taskId: string, question: string, requestedSchema?: any | undefined | null): Promise<void>
-  /** Stops the queue: a pending `nextWake` resolves `null`, authority ends. Idempotent. */
+  /**
+   * Stops the queue: a pending `nextWake` resolves `null`, authority ends, the activity
+   * watcher stops. Idempotent.
+   */
   close(): void
 }
 
@@ -123,6 +150,17 @@ export declare class TaskPlane {
    * Task. `historyLength`: absent all, `n` the newest n.
    */
   getTask(principal: string, taskId: string, historyLength?: number | undefined | null): Promise<Record<string, unknown> | null>
+  /**
+   * The operator's view: the newest-status Tasks of every principal (at most `limit`,
+   * default 20), optionally only those in `state` (`TASK_STATE_WORKING` or `working`).
+   * Never expose this to callers: it crosses principals.
+   */
+  recentTasks(state?: string | undefined | null, limit?: number | undefined | null): Promise<TaskSummary[]>
+  /**
+   * The operator's view of one Task, whoever owns it, or `null`. Never expose this to
+   * callers: it crosses principals.
+   */
+  inspectTask(taskId: string): Promise<InspectedTask | null>
   /**
    * Records that `providerResponseId` was sent on `source` for the Task's open input
    * request, so a direct reply to it can continue the Task.
@@ -205,6 +243,13 @@ export interface ActivationInput {
 }
 
 /**
+ * Points this process's structured log lines (Rust's and `log()`'s) at a size-bounded,
+ * rotating file and, optionally, stderr; filtered by `A2A_LOG` (EnvFilter syntax, default
+ * `info`). Returns the log file's path. Before the first call lines go to stderr only.
+ */
+export declare function configureLogging(options: LoggingOptions): string
+
+/**
  * The store root the task plane uses when none is given: `CHANNELS_TASK_STORE_PATH`, else
  * `${XDG_DATA_HOME:-$HOME/.local/share}/outfitter/channels/task-plane`.
  */
@@ -247,6 +292,14 @@ export interface DeliveryStep {
   outcome?: DeliveryResult
 }
 
+/** One Task with its owner, for the operator (`inspectTask`). */
+export interface InspectedTask {
+  principal: string
+  source: string
+  /** The A2A Task (all history and artifacts). */
+  task: any
+}
+
 /**
  * Whether `A2A_SERVER` asks for the listener (`1`/`true`; `0`/`false`/unset: no). Throws
  * naming the variable for any other value.
@@ -270,6 +323,32 @@ export interface ListenerOptions {
   maxBodyBytes?: number
   maxConnections?: number
   idleTimeoutMs?: number
+}
+
+/**
+ * Writes one structured log line `{ts, level, event, ...fields}` through the same sink as
+ * the Rust core, so an event name means one thing in both. `level`: `debug`, `info`
+ * (default), `warn` or `error`. Secret-named fields (`token`, ...) are redacted.
+ */
+export declare function log(event: string, fields?: Record<string, unknown> | undefined | null, level?: "debug" | "info" | "warn" | "error" | undefined | null): void
+
+/** Where `configureLogging` sends log lines. */
+export interface LoggingOptions {
+  /**
+   * Also write lines to stderr (for journald, print and RPC modes). Never in Pi's
+   * interactive mode: it would draw over the screen.
+   */
+  stderr: boolean
+  /**
+   * The directory of the rotating log file; default `A2A_LOG_DIR`, else
+   * `<storeRoot>/logs`.
+   */
+  directory?: string
+  /**
+   * The store root whose `logs/` folder to use when no directory is given; default the
+   * configured one (`CHANNELS_TASK_STORE_PATH` or its default).
+   */
+  storeRoot?: string
 }
 
 /**
@@ -312,6 +391,30 @@ export interface SendResult {
  * `A2A_STORE_PATH`, which is not merged into the task-plane store).
  */
 export declare function startupWarnings(): Array<string>
+
+/**
+ * Something that happened to a Task: `state` is `null` for an arrival (a new message),
+ * else the state (`TASK_STATE_COMPLETED`, ...) its status moved to, with the status
+ * message's text.
+ */
+export interface TaskActivity {
+  taskId: string
+  state?: string
+  message?: string
+}
+
+/** One Task in the operator's view (`recentTasks`). */
+export interface TaskSummary {
+  taskId: string
+  principal: string
+  contextId: string
+  source: string
+  /** `TASK_STATE_WORKING`, ... */
+  state: string
+  /** When the status last changed (Unix ms). */
+  statusMs: number
+  createdMs: number
+}
 
 /** A wake handed to the driver: prompt this Task's session now. */
 export interface WakeInfo {

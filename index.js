@@ -773,13 +773,15 @@ if (
   }
 }
 
-const { A2AListener, A2aListener, AgentBridge, TaskPlane, defaultStoreRoot, listenerEnabled, normalizeMessage, normalizeSendMessageRequest, protocolVersion, startupWarnings } = nativeBinding
+const { A2AListener, A2aListener, AgentBridge, TaskPlane, configureLogging, defaultStoreRoot, listenerEnabled, log, normalizeMessage, normalizeSendMessageRequest, protocolVersion, startupWarnings } = nativeBinding
 export { A2AListener }
 export { A2aListener }
 export { AgentBridge }
 export { TaskPlane }
+export { configureLogging }
 export { defaultStoreRoot }
 export { listenerEnabled }
+export { log }
 export { normalizeMessage }
 export { normalizeSendMessageRequest }
 export { protocolVersion }

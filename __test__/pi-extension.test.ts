@@ -11,7 +11,9 @@ import { PiRpc, repoRoot } from "./helpers/pi.ts";
 
 async function a2aStatus(pi: PiRpc): Promise<string> {
   const start = pi.records.length; // only a notification that answers this command
-  const notified = pi.waitFor((r) => r.type === "extension_ui_request" && r.method === "notify" && pi.records.indexOf(r) >= start);
+  const notified = pi.waitFor(
+    (r) => r.type === "extension_ui_request" && r.method === "notify" && pi.records.indexOf(r) >= start && String(r.message).startsWith("A2A task plane"),
+  );
   const handled = await pi.call({ type: "prompt", message: "/a2a" });
   assert.equal(handled.success, true, JSON.stringify(handled));
   return String((await notified).message);
@@ -25,7 +27,7 @@ test("pi loads the package; the task plane opens on its store root and no listen
     assert.equal(list.find((c) => c.name === "a2a")?.source, "extension");
     const status = await a2aStatus(pi);
     assert.match(status, new RegExp(`store ${pi.storeRoot}`));
-    assert.match(status, /no listener \(set A2A_SERVER=1\)/);
+    assert.match(status, /No listener \(set A2A_SERVER=1/);
     // The root is held while Pi runs.
     assert.throws(() => TaskPlane.open(pi.storeRoot), /already open/);
   } finally {

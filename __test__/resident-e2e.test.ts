@@ -102,22 +102,21 @@ test("a tool call for a task without authority fails", async () => {
   }
 });
 
-test("restart with an unsettled task re-offers it", async () => {
+test("without a usable model tasks wait and say why; a restart with a model works them", async () => {
   const { env } = setup();
-  // First resident: no model at all, so every turn fails; the activation stays replayable.
-  const first = new PiRpc([repoRoot], env, { model: false });
+  // First resident: no model at all. No turn is tried (none could succeed): the queue is
+  // held and the Task's status tells its caller why, so a blocking send explains itself.
+  const first = new PiRpc([repoRoot], { ...env, A2A_BLOCKING_TIMEOUT_MS: "1500" }, { model: false });
   let taskId = "";
   try {
     const url = await listenerUrl(first);
-    const submitted = await send(url, "summarise after the restart", {}, { returnImmediately: true });
-    taskId = submitted.id;
-    const deadline = Date.now() + 20_000;
-    while (!/"event":"a2a_turn_failed".*"failures":4/.test(first.stderr) && Date.now() < deadline) {
-      await new Promise((r) => setTimeout(r, 100));
-    }
-    assert.match(first.stderr, /"event":"a2a_turn_failed".*"failures":4/, "the turn failed, was retried three times, then left for a restart");
+    const waited = await send(url, "summarise after the restart");
+    taskId = waited.id;
+    assert.equal(waited.status.state, "TASK_STATE_SUBMITTED", JSON.stringify(waited));
+    assert.match(waited.status.message.parts[0].text, /no model selected, so tasks wait until one is/);
+    assert.doesNotMatch(first.stderr, /a2a_turn_failed/, "no turn is burnt without a model");
   } finally {
-    await first.close();
+    assert.equal(await first.close(), 0, first.stderr);
   }
   // Second resident on the same store, with a model: startup offers the Task again.
   const second = new PiRpc([repoRoot], env, { model: fauxAgentExtension, storeRoot: first.storeRoot });

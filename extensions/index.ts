@@ -2,16 +2,42 @@
 // invocations that never start a session); everything it opens is opened on
 // `session_start` and closed on `session_shutdown`, so /new, /resume, /fork and /reload
 // close and reopen cleanly in one process. All rules live in the Rust addon.
+//
+// It never writes to the terminal: log lines go through the addon's one sink (a rotating
+// file under the store root, and stderr only outside Pi's interactive screen), and the
+// person at the terminal is told things through Pi's UI (see resident-ui.ts).
 import { join } from "node:path";
 import type { ExtensionAPI, ExtensionContext } from "@earendil-works/pi-coding-agent";
-import { A2AListener, AgentBridge, listenerEnabled, protocolVersion, startupWarnings, TaskPlane } from "../index.js";
-import { TaskSessionDriver } from "./task-sessions.ts";
+import {
+  A2AListener,
+  AgentBridge,
+  configureLogging,
+  listenerEnabled,
+  log,
+  protocolVersion,
+  startupWarnings,
+  TaskPlane,
+} from "../index.js";
+import { ResidentUi, sessionFileOf, taskDetail, taskLines } from "./resident-ui.ts";
+import { modelProblem, TaskSessionDriver } from "./task-sessions.ts";
 import { registerTaskTools } from "./task-tools.ts";
 
-/** One structured log line on stderr (Pi's print and RPC modes keep stdout for themselves). */
-function log(event: string, fields: Record<string, unknown> = {}): void {
-  process.stderr.write(`${JSON.stringify({ ts: Date.now(), event, ...fields })}\n`);
+const message = (err: unknown): string => (err instanceof Error ? err.message : String(err));
+
+/** A start failure as one line: the cause (which names the variable or file) and the fix. */
+export function startFailure(err: unknown): string {
+  const cause = message(err).split("\n")[0].trim();
+  return `A2A task plane not started: ${cause}`;
 }
+
+/** An error that carries only its message (Pi prints a thrown error's stack, when it has one). */
+function plainError(text: string): Error {
+  const err = new Error(text);
+  err.stack = text;
+  return err;
+}
+
+const USAGE = "usage: /a2a [status] | /a2a tasks [state] | /a2a show <taskId>";
 
 export default function a2aTaskPlane(pi: ExtensionAPI): void {
   let plane: TaskPlane | undefined;
@@ -19,15 +45,32 @@ export default function a2aTaskPlane(pi: ExtensionAPI): void {
   let bridge: AgentBridge | undefined;
   let driver: TaskSessionDriver | undefined;
   let context: ExtensionContext | undefined;
+  let ui: ResidentUi | undefined;
+  let logFile: string | undefined;
+  let startProblem: string | undefined;
 
   // The tools exist whenever the task plane runs, listener or not; outside a woken
   // Task's turn they refuse (no authority).
   registerTaskTools(pi, () => bridge);
 
   const status = (): string => {
-    if (!plane) return "A2A task plane: not running";
-    const served = listener ? `, serving A2A ${protocolVersion()} (HTTP+JSON) at ${listener.url}` : ", no listener (set A2A_SERVER=1)";
-    return `A2A task plane: store ${plane.root}${served}`;
+    if (!plane) return `A2A task plane: not running${startProblem ? `\n${startProblem}` : ""}`;
+    const lines = [
+      `A2A task plane: store ${plane.root}`,
+      listener
+        ? `Serving A2A ${protocolVersion()} (HTTP+JSON) at ${listener.url}`
+        : "No listener (set A2A_SERVER=1 to serve A2A over HTTP)",
+      `Log: ${logFile ?? "stderr only"}`,
+    ];
+    if (bridge) {
+      const held = bridge.held;
+      const active = bridge.authority;
+      lines.push(
+        held ? `Queue held: ${held}` : active ? `Working on task ${active}` : "Idle",
+        `${bridge.waiting} task(s) waiting`,
+      );
+    }
+    return lines.join("\n");
   };
 
   const closeAll = async (): Promise<void> => {
@@ -46,37 +89,111 @@ export default function a2aTaskPlane(pi: ExtensionAPI): void {
   pi.on("session_start", async (_event, ctx: ExtensionContext) => {
     context = ctx;
     if (plane) return;
-    for (const warning of startupWarnings()) log("a2a_legacy_store_not_merged", { message: warning });
+    const interactive = ctx.mode === "tui";
+    ui = new ResidentUi(() => context);
+    const screen = ui;
+    // Once this handler has returned, the screen is up: show what waited.
+    setTimeout(() => screen.ready(), 0);
+    startProblem = undefined;
+    try {
+      logFile = configureLogging({ stderr: !interactive });
+    } catch (err) {
+      logFile = undefined;
+      const text = `A2A logs go to stderr only: ${message(err)}`;
+      if (!interactive) log("a2a_log_unavailable", { message: text }, "warn");
+      ui.notify(text, "warning");
+    }
+    for (const warning of startupWarnings()) {
+      log("a2a_legacy_store_not_merged", { message: warning }, "warn");
+      ui.notify(warning, "warning");
+    }
     try {
       plane = TaskPlane.open();
       bridge = AgentBridge.start(plane);
       if (listenerEnabled()) listener = A2AListener.start(plane);
     } catch (err) {
       await closeAll();
-      // Logged here too: Pi reports a failing session_start differently in each mode.
-      log("a2a_task_plane_start_failed", { message: err instanceof Error ? err.message : String(err) });
-      throw err;
+      startProblem = startFailure(err);
+      log("a2a_task_plane_start_failed", { message: startProblem }, "error");
+      ui.update({ problem: startProblem });
+      if (interactive) {
+        ui.notify(`${startProblem}. Fix it, then /reload.`, "error");
+        return;
+      }
+      // Without a screen nobody would notice: the host (headless runner, print or RPC
+      // mode) reports this one line and stops.
+      throw plainError(startProblem);
     }
-    driver = new TaskSessionDriver(pi, bridge, () => context, join(plane.root, "sessions"), log);
+    const startedBridge = bridge;
+    for (const warning of listener?.warnings ?? []) ui.notify(`A2A: ${warning}`, "warning");
+    try {
+      startedBridge.declaredOutputs();
+    } catch (err) {
+      ui.notify(
+        `A2A workflow manifest (A2A_WORKFLOW_MANIFEST) did not load, so every declared output is refused: ${message(err)}. Fix it, then /reload.`,
+        "error",
+      );
+    }
+    const problem = modelProblem(ctx);
+    if (problem) {
+      log("a2a_no_model", { message: problem }, "warn");
+      ui.notify(`A2A: ${problem}.`, "warning");
+    }
+    startedBridge.watchActivity((err, batch) => {
+      if (err || !batch) return;
+      ui?.activity(batch);
+      ui?.update({ waiting: startedBridge.waiting, held: startedBridge.held ?? undefined });
+    });
+    driver = new TaskSessionDriver(pi, startedBridge, () => context, join(plane.root, "sessions"), log, (active) =>
+      ui?.update({ active, waiting: startedBridge.waiting, held: startedBridge.held ?? undefined }),
+    );
     driver.start();
-    if (!ctx.model) {
-      const message =
-        "No model is configured in Pi, so A2A tasks will wait (and their turns fail). Set one up with /login or --model, or try the offline demo agent: bash tools/run.sh --demo";
-      log("a2a_no_model", { message });
-      if (ctx.hasUI) ctx.ui.notify(message, "warning");
+    ui.update({ url: listener?.url, waiting: startedBridge.waiting });
+    if (listener) {
+      log("a2a_listener_ready", { url: listener.url, store: plane.root, log: logFile });
+      ui.notify(`A2A listener serving at ${listener.url} (bearer tokens: ${process.env.A2A_CREDENTIALS_PATH}); /a2a shows the queue and tasks.`);
     }
-    if (ctx.hasUI) ctx.ui.setStatus("a2a", listener ? `A2A ${listener.url}` : "A2A store open");
+    // For a host that embeds Pi (the headless runner announces where it serves).
+    pi.events.emit("a2a:ready", { url: listener?.url, store: plane.root, log: logFile });
+  });
+
+  pi.on("model_select", async (_event, ctx) => {
+    context = ctx;
+    if (!driver) return;
+    const problem = modelProblem(ctx);
+    if (!problem) ui?.notify(`A2A: model ${ctx.model?.provider}/${ctx.model?.id} selected; waiting tasks are worked on now.`, "info");
+    driver.poke();
   });
 
   pi.on("session_shutdown", async () => {
     await closeAll();
+    ui?.close();
+    ui = undefined;
     context = undefined;
   });
 
   pi.registerCommand("a2a", {
-    description: "Show the A2A task plane's status",
-    handler: async (_args, ctx) => {
-      ctx.ui.notify(status(), "info");
+    description: "A2A task plane: status, `tasks [state]` (recent tasks), `show <taskId>`",
+    handler: async (args, ctx) => {
+      const [verb = "status", arg] = args.trim().split(/\s+/).filter(Boolean);
+      try {
+        if (verb === "status") {
+          ctx.ui.notify(status(), "info");
+        } else if (verb === "tasks") {
+          if (!plane) return ctx.ui.notify(status(), "warning");
+          ctx.ui.notify(taskLines(await plane.recentTasks(arg ?? null, 20)), "info");
+        } else if (verb === "show" && arg) {
+          if (!plane) return ctx.ui.notify(status(), "warning");
+          const found = await plane.inspectTask(arg);
+          if (!found) return ctx.ui.notify(`No A2A task ${arg} in ${plane.root}.`, "warning");
+          const file = sessionFileOf(join(plane.root, "sessions"), arg);
+          ctx.ui.notify(taskDetail(found.principal, found.source, found.task, file), "info");
+        } else {
+          ctx.ui.notify(USAGE, "warning");
+        }
+      } catch (err) {
+        ctx.ui.notify(`${message(err)}\n${USAGE}`, "error");
+      }
     },
   });
 }

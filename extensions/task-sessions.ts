@@ -17,6 +17,20 @@ import {
 import type { AgentBridge, WakeInfo } from "../index.js";
 import { registerTaskTools } from "./task-tools.ts";
 
+/** Why the resident cannot work Tasks with its current model, or `undefined` when it can.
+ * Pi's placeholder model (provider and id `unknown`) is no model; a model whose provider
+ * has no key or login configured cannot answer either. */
+export function modelProblem(ctx: ExtensionContext | undefined): string | undefined {
+  const model = ctx?.model;
+  if (!ctx || !model || model.provider === "unknown" || model.id === "unknown") {
+    return "the resident Pi has no model selected, so tasks wait until one is (select one with /model or /login in Pi, or start it with --model)";
+  }
+  if (!ctx.modelRegistry.hasConfiguredAuth(model)) {
+    return `the resident Pi's model ${model.provider}/${model.id} has no API key or login configured, so tasks wait until it has one (use /login in Pi, or choose another model with /model)`;
+  }
+  return undefined;
+}
+
 /** This package's root: its own extension must never load into a task session. */
 const packageRoot = realpathSync(join(dirname(fileURLToPath(import.meta.url)), ".."));
 
@@ -39,28 +53,51 @@ export function sessionIdFor(taskId: string): string {
   return `a2a-task-${taskId}`;
 }
 
-export type Log = (event: string, fields?: Record<string, unknown>) => void;
+export type Log = (event: string, fields?: Record<string, unknown>, level?: "debug" | "info" | "warn" | "error") => void;
+
+/** What the driver tells the UI: the Task being worked on, or none. */
+export type TurnListener = (taskId: string | undefined) => void;
 
 export class TaskSessionDriver {
   private stopped = false;
   private loop: Promise<void> | undefined;
   private current: { abort(): Promise<void> } | undefined;
+  private pause: { timer: NodeJS.Timeout; resolve: () => void } | undefined;
   private readonly pi: ExtensionAPI;
   private readonly bridge: AgentBridge;
   private readonly ctx: () => ExtensionContext | undefined;
   private readonly sessionsDir: string;
   private readonly log: Log;
+  private readonly onTurn: TurnListener;
 
-  constructor(pi: ExtensionAPI, bridge: AgentBridge, ctx: () => ExtensionContext | undefined, sessionsDir: string, log: Log) {
+  constructor(
+    pi: ExtensionAPI,
+    bridge: AgentBridge,
+    ctx: () => ExtensionContext | undefined,
+    sessionsDir: string,
+    log: Log,
+    onTurn: TurnListener = () => undefined,
+  ) {
     this.pi = pi;
     this.bridge = bridge;
     this.ctx = ctx;
     this.sessionsDir = sessionsDir;
     this.log = log;
+    this.onTurn = onTurn;
   }
 
   start(): void {
     this.loop ??= this.run();
+  }
+
+  /** Re-checks the model now (Pi selected another one). */
+  poke(): void {
+    const pause = this.pause;
+    this.pause = undefined;
+    if (pause) {
+      clearTimeout(pause.timer);
+      pause.resolve();
+    }
   }
 
   /** Stops taking wakes and aborts the turn in progress (its claim stays WOKEN, so the
@@ -68,31 +105,67 @@ export class TaskSessionDriver {
    * Close the bridge only after this, so no turn runs without its authority. */
   async stop(): Promise<void> {
     this.stopped = true;
+    this.poke();
     await this.current?.abort().catch(() => undefined);
     await this.loop;
   }
 
+  /** Waits up to `ms` (less when poked or stopped), without keeping Node alive. */
+  private rest(ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => {
+        this.pause = undefined;
+        resolve();
+      }, ms);
+      timer.unref();
+      this.pause = { timer, resolve };
+    });
+  }
+
   private async run(): Promise<void> {
     while (!this.stopped) {
+      // Without a usable model no wake is taken (none would succeed): the queue is held,
+      // and each waiting Task's status tells its caller why, until a model is selected.
+      const problem = modelProblem(this.ctx());
+      if (problem !== (this.bridge.held ?? undefined)) {
+        try {
+          await this.bridge.hold(problem ?? null);
+        } catch (err) {
+          this.log("a2a_wake_error", { message: String(err) }, "error");
+          return;
+        }
+      }
+      if (problem) {
+        await this.rest(1_000);
+        continue;
+      }
       let wake: WakeInfo | null;
       try {
         wake = await this.bridge.nextWake(500);
       } catch (err) {
-        this.log("a2a_wake_error", { message: String(err) });
+        this.log("a2a_wake_error", { message: String(err) }, "error");
         return;
       }
       if (!wake || this.stopped) continue;
-      let outcome: "ended" | "failed" = "ended";
+      let reason: string | undefined;
+      this.onTurn(wake.taskId);
       try {
         await this.runTurn(wake);
       } catch (err) {
-        outcome = "failed";
-        this.log("a2a_turn_failed", { taskId: wake.taskId, delivery: wake.delivery, message: err instanceof Error ? err.message : String(err) });
+        reason = err instanceof Error ? err.message : String(err);
       }
+      this.onTurn(undefined);
+      if (this.stopped) {
+        // Aborted by shutdown: the claim stays WOKEN and the next start offers it again.
+        this.log("a2a_turn_aborted", { taskId: wake.taskId, delivery: wake.delivery });
+        return;
+      }
+      this.log("a2a_turn_ended", { taskId: wake.taskId, delivery: wake.delivery, outcome: reason === undefined ? "ended" : "failed" });
       try {
-        this.bridge.turnEnded(wake.taskId, outcome);
+        // Rust logs a failed turn (a2a_turn_failed) and tells the caller why.
+        await this.bridge.turnEnded(wake.taskId, reason === undefined ? "ended" : "failed", reason);
       } catch (err) {
-        this.log("a2a_turn_end_error", { taskId: wake.taskId, message: String(err) });
+        this.log("a2a_turn_end_error", { taskId: wake.taskId, message: String(err) }, "error");
       }
     }
   }
@@ -100,7 +173,7 @@ export class TaskSessionDriver {
   private async runTurn(wake: WakeInfo): Promise<void> {
     const ctx = this.ctx();
     const model = ctx?.model;
-    if (!ctx || !model) throw new Error("the resident Pi has no model selected, so the task cannot be worked on");
+    if (!ctx || !model) throw new Error("the resident Pi has no model selected");
     const cwd = ctx.cwd;
     const dir = join(this.sessionsDir, wake.taskId);
     mkdirSync(dir, { recursive: true, mode: 0o700 });
@@ -156,9 +229,15 @@ export class TaskSessionDriver {
       this.log("a2a_turn_started", { taskId: wake.taskId, delivery: wake.delivery, session: existing ? "reopened" : "created" });
       try {
         await session.prompt(wakePrompt(wake.taskId));
-        await Promise.race([idle, new Promise((r) => setTimeout(r, 5_000))]);
+        await Promise.race([idle, new Promise((r) => setTimeout(r, 5_000).unref())]);
       } finally {
         unsubscribe();
+      }
+      // A model error ends the run with an error message instead of throwing: that turn
+      // failed, and its caller should learn why.
+      const last = session.messages.at(-1) as { role?: string; stopReason?: string; errorMessage?: string } | undefined;
+      if (last?.role === "assistant" && last.stopReason === "error") {
+        throw new Error(`the model answered with an error: ${last.errorMessage ?? "no details"}`);
       }
     } finally {
       this.current = undefined;

@@ -11,6 +11,7 @@ use std::path::PathBuf;
 
 use napi::bindgen_prelude::{AsyncTask, ToNapiValue, TypeName, ValueType};
 use napi::sys;
+use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi::{Env, Error, Result, Status, Task};
 use napi_derive::napi;
 use serde_json::Value;
@@ -34,6 +35,23 @@ fn plane_error(err: PlaneError) -> Error {
         _ => Status::InvalidArg,
     };
     Error::new(status, err.to_string())
+}
+
+/// A state named as on the wire (`TASK_STATE_WORKING`) or as stored (`working`).
+fn parse_state_name(name: &str) -> Result<TaskState> {
+    let wire_name = name.trim();
+    if let Some(state) = wire::TaskState::from_str_name(wire_name)
+        .and_then(wire::convert::state_from_wire)
+    {
+        return Ok(state);
+    }
+    TaskState::parse(&wire_name.to_ascii_lowercase()).ok_or_else(|| {
+        let names: Vec<&str> = TaskState::ALL.iter().map(|s| s.as_str()).collect();
+        invalid_arg(format!(
+            "invalid `state`: `{name}`; use one of {}",
+            names.join(", ")
+        ))
+    })
 }
 
 /// The A2A protocol version the task plane serves (`"1.0"`).
@@ -463,6 +481,54 @@ impl TaskPlane {
         })
     }
 
+    /// The operator's view: the newest-status Tasks of every principal (at most `limit`,
+    /// default 20), optionally only those in `state` (`TASK_STATE_WORKING` or `working`).
+    /// Never expose this to callers: it crosses principals.
+    #[napi(ts_return_type = "Promise<TaskSummary[]>")]
+    pub fn recent_tasks(
+        &self,
+        state: Option<String>,
+        limit: Option<u32>,
+    ) -> Result<AsyncTask<PlaneCall<Vec<TaskSummary>>>> {
+        let state = state.map(|s| parse_state_name(&s)).transpose()?;
+        let plane = self.plane.clone();
+        Ok(PlaneCall::new(move || {
+            Ok(plane
+                .recent_tasks(state, limit.unwrap_or(20))
+                .map_err(plane_error)?
+                .into_iter()
+                .map(|t| TaskSummary {
+                    task_id: t.task_id,
+                    principal: t.principal,
+                    context_id: t.context_id,
+                    source: t.source,
+                    state: wire::convert::state_to_wire(t.state).as_str_name().to_string(),
+                    status_ms: t.status_ms as f64,
+                    created_ms: t.created_ms as f64,
+                })
+                .collect())
+        }))
+    }
+
+    /// The operator's view of one Task, whoever owns it, or `null`. Never expose this to
+    /// callers: it crosses principals.
+    #[napi(ts_return_type = "Promise<InspectedTask | null>")]
+    pub fn inspect_task(&self, task_id: String) -> AsyncTask<PlaneCall<Option<InspectedTask>>> {
+        let plane = self.plane.clone();
+        PlaneCall::new(move || {
+            let Some(task) = plane.task(&task_id, None, true).map_err(plane_error)? else {
+                return Ok(None);
+            };
+            let wire_task = serde_json::to_value(wire::convert::task_to_wire(&task))
+                .map_err(|e| Error::new(Status::GenericFailure, e.to_string()))?;
+            Ok(Some(InspectedTask {
+                principal: task.principal,
+                source: task.source,
+                task: wire_task,
+            }))
+        })
+    }
+
     /// Records that `providerResponseId` was sent on `source` for the Task's open input
     /// request, so a direct reply to it can continue the Task.
     #[napi(ts_return_type = "Promise<void>")]
@@ -751,6 +817,29 @@ impl TaskPlane {
     }
 }
 
+/// One Task in the operator's view (`recentTasks`).
+#[napi(object)]
+pub struct TaskSummary {
+    pub task_id: String,
+    pub principal: String,
+    pub context_id: String,
+    pub source: String,
+    /// `TASK_STATE_WORKING`, ...
+    pub state: String,
+    /// When the status last changed (Unix ms).
+    pub status_ms: f64,
+    pub created_ms: f64,
+}
+
+/// One Task with its owner, for the operator (`inspectTask`).
+#[napi(object)]
+pub struct InspectedTask {
+    pub principal: String,
+    pub source: String,
+    /// The A2A Task (all history and artifacts).
+    pub task: Value,
+}
+
 /// Options of `A2AListener.start`; anything left out comes from the `A2A_*` environment
 /// variables (and their defaults).
 #[napi(object)]
@@ -818,6 +907,7 @@ pub struct A2aListener {
     inner: Mutex<Option<http::Listener>>,
     url: String,
     port: u32,
+    warnings: Vec<String>,
 }
 
 #[napi]
@@ -836,8 +926,16 @@ impl A2aListener {
         Ok(A2aListener {
             url: listener.url().to_string(),
             port: u32::from(listener.local_addr().port()),
+            warnings: listener.warnings().to_vec(),
             inner: Mutex::new(Some(listener)),
         })
+    }
+
+    /// What the operator should fix although the listener started (e.g. a credentials
+    /// file readable by others).
+    #[napi(getter)]
+    pub fn warnings(&self) -> Vec<String> {
+        self.warnings.clone()
     }
 
     /// The interface URL (as in the Agent Card).
@@ -861,6 +959,52 @@ impl A2aListener {
             listener.close();
         }
     }
+}
+
+/// Where `configureLogging` sends log lines.
+#[napi(object)]
+pub struct LoggingOptions {
+    /// Also write lines to stderr (for journald, print and RPC modes). Never in Pi's
+    /// interactive mode: it would draw over the screen.
+    pub stderr: bool,
+    /// The directory of the rotating log file; default `A2A_LOG_DIR`, else
+    /// `<storeRoot>/logs`.
+    pub directory: Option<String>,
+    /// The store root whose `logs/` folder to use when no directory is given; default the
+    /// configured one (`CHANNELS_TASK_STORE_PATH` or its default).
+    pub store_root: Option<String>,
+}
+
+/// Points this process's structured log lines (Rust's and `log()`'s) at a size-bounded,
+/// rotating file and, optionally, stderr; filtered by `A2A_LOG` (EnvFilter syntax, default
+/// `info`). Returns the log file's path. Before the first call lines go to stderr only.
+#[napi(catch_unwind)]
+pub fn configure_logging(options: LoggingOptions) -> Result<String> {
+    let directory = match options.directory {
+        Some(dir) => PathBuf::from(dir),
+        None => config::log_dir(
+            &config::process_env,
+            options.store_root.as_deref().map(std::path::Path::new),
+        )
+        .map_err(|e| invalid_arg(e.to_string()))?,
+    };
+    let path = crate::log::configure(&crate::log::LogTarget {
+        directory: Some(directory),
+        stderr: options.stderr,
+        filter: config::var(&config::process_env, crate::log::LOG_FILTER_VAR),
+    })
+    .map_err(invalid_arg)?;
+    Ok(path.map(|p| p.display().to_string()).unwrap_or_default())
+}
+
+/// Writes one structured log line `{ts, level, event, ...fields}` through the same sink as
+/// the Rust core, so an event name means one thing in both. `level`: `debug`, `info`
+/// (default), `warn` or `error`. Secret-named fields (`token`, ...) are redacted.
+#[napi(catch_unwind, ts_args_type = "event: string, fields?: Record<string, unknown> | undefined | null, level?: \"debug\" | \"info\" | \"warn\" | \"error\" | undefined | null")]
+pub fn log(event: String, fields: Option<Value>, level: Option<String>) -> Result<()> {
+    let level = crate::log::parse_level(level.as_deref().unwrap_or("info")).map_err(invalid_arg)?;
+    crate::log::event_at(level, &event, fields.unwrap_or(Value::Null));
+    Ok(())
 }
 
 /// Whether `A2A_SERVER` asks for the listener (`1`/`true`; `0`/`false`/unset: no). Throws
@@ -995,6 +1139,26 @@ pub struct WakeInfo {
     pub delivery: u32,
 }
 
+/// Something that happened to a Task: `state` is `null` for an arrival (a new message),
+/// else the state (`TASK_STATE_COMPLETED`, ...) its status moved to, with the status
+/// message's text.
+#[napi(object)]
+pub struct TaskActivity {
+    pub task_id: String,
+    pub state: Option<String>,
+    pub message: Option<String>,
+}
+
+impl From<crate::events::Activity> for TaskActivity {
+    fn from(a: crate::events::Activity) -> Self {
+        TaskActivity {
+            task_id: a.task_id,
+            state: a.state.map(|s| wire::convert::state_to_wire(s).as_str_name().to_string()),
+            message: a.message,
+        }
+    }
+}
+
 /// What `readTask` returns: the text for the model, and the A2A Task.
 #[napi(object)]
 pub struct ReadTaskResult {
@@ -1016,6 +1180,7 @@ pub struct OutputInput {
 pub struct AgentBridge {
     queue: crate::wake::WakeQueue,
     tools: crate::tools::AgentTools,
+    watch: Mutex<Option<u64>>,
 }
 
 #[napi]
@@ -1029,6 +1194,7 @@ impl AgentBridge {
         Ok(AgentBridge {
             tools: crate::tools::AgentTools::new(queue.clone(), outputs),
             queue,
+            watch: Mutex::new(None),
         })
     }
 
@@ -1048,9 +1214,19 @@ impl AgentBridge {
         })
     }
 
-    /// Ends the active turn: `ended` (the session's turn ran to its end) or `failed`.
-    #[napi(catch_unwind)]
-    pub fn turn_ended(&self, task_id: String, outcome: String) -> Result<()> {
+    /// Ends the active turn: `ended` (the session's turn ran to its end) or `failed`, with
+    /// `reason` (why it failed: logged, and told to the caller in the Task's status).
+    #[napi(
+        catch_unwind,
+        ts_args_type = "taskId: string, outcome: \"ended\" | \"failed\", reason?: string | undefined | null",
+        ts_return_type = "Promise<void>"
+    )]
+    pub fn turn_ended(
+        &self,
+        task_id: String,
+        outcome: String,
+        reason: Option<String>,
+    ) -> Result<AsyncTask<PlaneCall<()>>> {
         let outcome = match outcome.as_str() {
             "ended" => crate::wake::TurnOutcome::Ended,
             "failed" => crate::wake::TurnOutcome::Failed,
@@ -1060,9 +1236,70 @@ impl AgentBridge {
                 )))
             }
         };
-        self.queue
-            .turn_ended(&task_id, outcome)
-            .map_err(plane_error)
+        let queue = self.queue.clone();
+        Ok(PlaneCall::new(move || {
+            queue
+                .turn_ended(&task_id, outcome, reason.as_deref())
+                .map_err(plane_error)
+        }))
+    }
+
+    /// Holds the queue while the agent cannot work Tasks (`reason`: why, e.g. no usable
+    /// model; each waiting Task's status then says so), or releases it (`null`).
+    #[napi(ts_return_type = "Promise<void>")]
+    pub fn hold(&self, reason: Option<String>) -> AsyncTask<PlaneCall<()>> {
+        let queue = self.queue.clone();
+        PlaneCall::new(move || {
+            queue.hold(reason);
+            Ok(())
+        })
+    }
+
+    /// Why the queue is held, if it is.
+    #[napi(getter)]
+    pub fn held(&self) -> Option<String> {
+        self.queue.held()
+    }
+
+    /// How many wakes wait behind the active turn.
+    #[napi(getter)]
+    pub fn waiting(&self) -> u32 {
+        self.queue.waiting() as u32
+    }
+
+    /// Calls `callback` with each batch of Task activity (arrivals and status changes of
+    /// every Task, for the person watching the resident), from a thread that ends on
+    /// `close()`. The callback never keeps Node's event loop alive. One watcher per bridge:
+    /// a second call replaces the first.
+    #[napi(catch_unwind, ts_args_type = "callback: (err: Error | null, batch: TaskActivity[]) => void")]
+    pub fn watch_activity(
+        &self,
+        callback: ThreadsafeFunction<Vec<TaskActivity>, (), Vec<TaskActivity>, Status, true, true>,
+    ) -> Result<()> {
+        let events = self.queue.plane().events();
+        let (id, receiver) = events.watch_activity();
+        let previous = self
+            .watch
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .replace(id);
+        if let Some(previous) = previous {
+            events.unwatch(previous);
+        }
+        std::thread::Builder::new()
+            .name("task-plane-activity".into())
+            .spawn(move || {
+                // Blocks until activity arrives; ends when the watch is dropped (close).
+                while let Ok(first) = receiver.recv() {
+                    let mut batch = vec![TaskActivity::from(first)];
+                    while let Ok(more) = receiver.try_recv() {
+                        batch.push(TaskActivity::from(more));
+                    }
+                    callback.call(Ok(batch), ThreadsafeFunctionCallMode::NonBlocking);
+                }
+            })
+            .map_err(|e| Error::new(Status::GenericFailure, format!("cannot start the activity thread: {e}")))?;
+        Ok(())
     }
 
     /// The Task whose turn is active, if any.
@@ -1163,9 +1400,13 @@ impl AgentBridge {
         })
     }
 
-    /// Stops the queue: a pending `nextWake` resolves `null`, authority ends. Idempotent.
+    /// Stops the queue: a pending `nextWake` resolves `null`, authority ends, the activity
+    /// watcher stops. Idempotent.
     #[napi(catch_unwind)]
     pub fn close(&self) {
         self.queue.close();
+        if let Some(id) = self.watch.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            self.queue.plane().events().unwatch(id);
+        }
     }
 }

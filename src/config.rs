@@ -56,6 +56,21 @@ pub fn store_root(env: &dyn Fn(&str) -> Option<String>) -> Result<PathBuf, Confi
     Ok(data_home.join("outfitter/channels/task-plane"))
 }
 
+/// The log directory: `A2A_LOG_DIR` (absolute), else `<store root>/logs` (the store root
+/// being `root` when the caller opened one, else the configured one).
+pub fn log_dir(
+    env: &dyn Fn(&str) -> Option<String>,
+    root: Option<&std::path::Path>,
+) -> Result<PathBuf, ConfigError> {
+    if let Some(dir) = var(env, crate::log::LOG_DIR_VAR) {
+        return absolute(crate::log::LOG_DIR_VAR, dir);
+    }
+    Ok(match root {
+        Some(root) => root.join("logs"),
+        None => store_root(env)?.join("logs"),
+    })
+}
+
 /// The process environment, for the functions above.
 pub fn process_env(name: &str) -> Option<String> {
     std::env::var(name).ok()

@@ -6,6 +6,7 @@
 //! replayed (a reconnecting client reads the Task, then subscribes again).
 
 use std::collections::HashMap;
+use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::broadcast;
@@ -59,9 +60,33 @@ pub struct Accepted {
     pub context_id: String,
 }
 
+/// What happened to some Task, for the person watching the resident (the Pi UI): an
+/// arrival or a status change of any Task, whoever owns it. Never sent to callers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Activity {
+    pub task_id: String,
+    /// `None` for an acceptance (a new message for the Task), else the status it moved to.
+    pub state: Option<TaskState>,
+    /// The text of the status message, if any (why a Task failed, what it asks).
+    pub message: Option<String>,
+}
+
 #[derive(Default)]
 struct Channels {
     tasks: HashMap<String, broadcast::Sender<TaskEvent>>,
+    /// Activity watchers by id; a watcher whose receiver is gone is dropped on send.
+    activity: Vec<(u64, mpsc::Sender<Activity>)>,
+    next_watcher: u64,
+}
+
+impl Channels {
+    fn send_activity(&mut self, activity: Activity) {
+        if self.activity.is_empty() {
+            return;
+        }
+        self.activity
+            .retain(|(_, tx)| tx.send(activity.clone()).is_ok());
+    }
 }
 
 /// The plane's event bus.
@@ -100,8 +125,38 @@ impl EventBus {
         self.accepted.subscribe()
     }
 
+    /// Watches every Task's activity (see [`Activity`]) until [`EventBus::unwatch`] is
+    /// called with the returned id; the receiver then reports disconnection.
+    pub fn watch_activity(&self) -> (u64, mpsc::Receiver<Activity>) {
+        let (tx, rx) = mpsc::channel();
+        let mut channels = self.channels.lock().unwrap_or_else(|p| p.into_inner());
+        channels.next_watcher += 1;
+        let id = channels.next_watcher;
+        channels.activity.push((id, tx));
+        (id, rx)
+    }
+
+    /// Ends the watch `id`: its receiver's `recv` returns an error.
+    pub fn unwatch(&self, id: u64) {
+        let mut channels = self.channels.lock().unwrap_or_else(|p| p.into_inner());
+        channels.activity.retain(|(w, _)| *w != id);
+    }
+
     pub(crate) fn publish(&self, event: TaskEvent) {
-        let channels = self.channels.lock().unwrap_or_else(|p| p.into_inner());
+        let mut channels = self.channels.lock().unwrap_or_else(|p| p.into_inner());
+        if let TaskEvent::Status {
+            task_id,
+            state,
+            message,
+            ..
+        } = &event
+        {
+            channels.send_activity(Activity {
+                task_id: task_id.clone(),
+                state: Some(*state),
+                message: message.as_ref().map(MessageRecord::text),
+            });
+        }
         if let Some(sender) = channels.tasks.get(event.task_id()) {
             // No receiver left is fine: the last subscription is being dropped.
             let _ = sender.send(event);
@@ -109,6 +164,14 @@ impl EventBus {
     }
 
     pub(crate) fn publish_accepted(&self, accepted: Accepted) {
+        self.channels
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .send_activity(Activity {
+                task_id: accepted.task_id.clone(),
+                state: None,
+                message: None,
+            });
         let _ = self.accepted.send(accepted);
     }
 }

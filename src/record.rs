@@ -147,6 +147,18 @@ impl MessageRecord {
         }
     }
 
+    /// The message's text parts joined by newlines (other parts are left out).
+    pub fn text(&self) -> String {
+        self.parts
+            .iter()
+            .filter_map(|p| match &p.content {
+                PartContent::Text(t) => Some(t.as_str()),
+                _ => None,
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
     /// A message from the agent with a server-minted id.
     pub fn agent(parts: Vec<PartRecord>) -> Self {
         MessageRecord {

@@ -7,16 +7,22 @@
 //! (one transaction) immediately before the driver prompts that Task's session; from then
 //! until `turn_ended` that Task is the sole authority of the agent's tools. A delivered
 //! Task still unsettled after its turn is re-offered, at most [`MAX_DELIVERIES`]
-//! consecutive deliveries in all, then WAKE_FAILED. A failed turn is retried
-//! [`TURN_RETRIES`] times, then unhealthy evidence is recorded and the activation is left
-//! for the next start. Store failures while pumping back off exponentially (capped).
+//! consecutive deliveries in all, then WAKE_FAILED, the Task FAILED with a message that
+//! names the last error the agent met and gives advice that is true for it. A failed turn
+//! is retried [`TURN_RETRIES`] times after growing delays ([`QueueOptions::retry_delays`],
+//! other Tasks go first meanwhile), then unhealthy evidence is recorded and the activation
+//! is left for the next start. Store failures while pumping back off exponentially.
+//!
+//! Callers learn why their Task does not progress: while its turns fail, and while the
+//! driver holds the queue ([`WakeQueue::hold`], e.g. no usable model), each affected
+//! Task's status message (state unchanged) says what is wrong and what happens next.
 //!
 //! Threads: the driver calls `next_wake` (blocking) and `turn_ended`; a feeder thread
 //! admits acceptances from the plane's event bus; tools check `authority`.
 
-use std::collections::VecDeque;
+use std::collections::{HashSet, VecDeque};
 use std::sync::{Arc, Condvar, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::json;
 
@@ -33,6 +39,86 @@ pub const TURN_RETRIES: u32 = 3;
 /// Backoff bounds for store failures while pumping.
 const BACKOFF_START: Duration = Duration::from_millis(10);
 const BACKOFF_MAX: Duration = Duration::from_secs(2);
+
+/// How the queue paces retries.
+#[derive(Debug, Clone)]
+pub struct QueueOptions {
+    /// The delay before retry n (1-based) of a failed turn; the last one repeats. A failed
+    /// turn is retried only after its delay, so a broken model does not burn the retries
+    /// in milliseconds; other Tasks are offered meanwhile.
+    pub retry_delays: Vec<Duration>,
+}
+
+impl Default for QueueOptions {
+    fn default() -> Self {
+        QueueOptions {
+            retry_delays: vec![
+                Duration::from_secs(5),
+                Duration::from_secs(30),
+                Duration::from_secs(120),
+            ],
+        }
+    }
+}
+
+/// An error the agent met while working a Task (a failed tool call), kept for the message
+/// that tells the caller why the Task failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TurnError {
+    pub text: String,
+    /// The error is in the resident's configuration (e.g. a workflow manifest that did not
+    /// load): sending the Task again cannot help until the operator fixes it.
+    pub configuration: bool,
+}
+
+/// Human-readable seconds for a status message (`5 s`, `2 min`).
+fn spoken(delay: Duration) -> String {
+    let secs = delay.as_secs();
+    if secs >= 120 && secs % 60 == 0 {
+        format!("{} min", secs / 60)
+    } else if secs >= 1 {
+        format!("{secs} s")
+    } else {
+        format!("{} ms", delay.as_millis())
+    }
+}
+
+/// What the caller reads when a Task's turn failed and will be retried.
+pub fn turn_retry_message(reason: &str, retry: u32, delay: Duration) -> String {
+    format!(
+        "The resident agent's turn on this task failed: {reason}. It tries again in {} (retry {retry} of {TURN_RETRIES}); the task stays working meanwhile.",
+        spoken(delay)
+    )
+}
+
+/// What the caller reads when a Task's turns failed too often in a row.
+pub fn turns_exhausted_message(reason: &str, failures: u32) -> String {
+    format!(
+        "The resident agent's turns on this task failed {failures} times in a row (last: {reason}). The task stays working and is offered again when the resident restarts; cancel it to stop waiting."
+    )
+}
+
+/// What the caller reads when the Task failed because its turns ended unsettled.
+pub fn unsettled_failure_message(deliveries: i64, last_error: Option<&TurnError>) -> String {
+    match last_error {
+        Some(TurnError { text, configuration: true }) => format!(
+            "The resident agent could not settle this task: {text}. This is a problem in the resident's configuration, and its operator has been told; sending the task again fails the same way until it is fixed."
+        ),
+        Some(TurnError { text, configuration: false }) => format!(
+            "The resident agent ended {deliveries} turns in a row without settling this task; the last error it met: {text}. Send it again as a new message to retry."
+        ),
+        None => format!(
+            "The resident agent ended {deliveries} turns in a row without settling this task (it neither completed, rejected nor asked about it). Send it again as a new message to retry."
+        ),
+    }
+}
+
+/// What the caller reads when its wake could not be admitted.
+pub fn overflow_message() -> String {
+    format!(
+        "The resident agent could not take this task: {MAX_WAITING} tasks were already waiting for it. Send it again as a new message later."
+    )
+}
 
 /// A wake handed to the driver: prompt this Task's session now.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -57,6 +143,21 @@ pub enum TurnOutcome {
 struct Pending {
     accepted: Accepted,
     failures: u32,
+    /// Not offered before this (a failed turn waits for its retry delay).
+    not_before: Option<Instant>,
+    /// The last error the agent met on this activation.
+    last_error: Option<TurnError>,
+}
+
+impl Pending {
+    fn new(accepted: Accepted) -> Self {
+        Pending {
+            accepted,
+            failures: 0,
+            not_before: None,
+            last_error: None,
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -70,10 +171,15 @@ struct State {
     waiting: VecDeque<Pending>,
     active: Option<Active>,
     closed: bool,
+    /// Why the driver cannot work Tasks now; nothing is delivered while it is set.
+    hold: Option<String>,
+    /// Tasks whose status already tells the current hold.
+    noted: HashSet<String>,
 }
 
 struct Inner {
     plane: TaskPlane,
+    options: QueueOptions,
     state: Mutex<State>,
     changed: Condvar,
 }
@@ -88,10 +194,16 @@ impl WakeQueue {
     /// Starts the queue: replays the eligible activations from the store, then admits new
     /// acceptances as they are committed.
     pub fn start(plane: TaskPlane) -> Result<WakeQueue, PlaneError> {
+        Self::start_with(plane, QueueOptions::default())
+    }
+
+    /// [`WakeQueue::start`] with explicit pacing.
+    pub fn start_with(plane: TaskPlane, options: QueueOptions) -> Result<WakeQueue, PlaneError> {
         let mut accepted = plane.events().subscribe_accepted();
         let queue = WakeQueue {
             inner: Arc::new(Inner {
                 plane: plane.clone(),
+                options,
                 state: Mutex::new(State::default()),
                 changed: Condvar::new(),
             }),
@@ -110,7 +222,7 @@ impl WakeQueue {
                         Err(tokio::sync::broadcast::error::TryRecvError::Lagged(n)) => {
                             // Acceptances were missed: the store still has them, so admit
                             // again from it (admission is idempotent per Task).
-                            crate::log::event("a2a_wake_lagged", json!({ "missed": n }));
+                            crate::log::warn("a2a_wake_lagged", json!({ "missed": n }));
                             feeder.resync();
                         }
                         Err(tokio::sync::broadcast::error::TryRecvError::Closed) => return,
@@ -163,32 +275,41 @@ impl WakeQueue {
     /// Admits an accepted activation. A newer activation of a Task already waiting replaces
     /// it (one wake per Task); beyond [`MAX_WAITING`] the activation is given up loudly.
     fn admit(&self, accepted: Accepted) {
-        let overflow = {
+        let (overflow, note) = {
             let mut state = self.lock();
             if state.closed {
                 return;
             }
-            if let Some(waiting) = state
+            let task_id = accepted.task_id.clone();
+            let overflow = if let Some(waiting) = state
                 .waiting
                 .iter_mut()
                 .find(|p| p.accepted.task_id == accepted.task_id)
             {
-                waiting.accepted = accepted;
-                waiting.failures = 0;
+                *waiting = Pending::new(accepted);
                 None
             } else if state.waiting.len() >= MAX_WAITING {
                 Some(accepted)
             } else {
-                state.waiting.push_back(Pending {
-                    accepted,
-                    failures: 0,
-                });
+                state.waiting.push_back(Pending::new(accepted));
                 self.inner.changed.notify_all();
                 None
-            }
+            };
+            // A new message may have reset the Task's status: tell the hold again.
+            let note = match (&overflow, state.hold.clone()) {
+                (None, Some(reason)) => {
+                    state.noted.insert(task_id.clone());
+                    Some((task_id, reason))
+                }
+                _ => None,
+            };
+            (overflow, note)
         };
+        if let Some((task_id, reason)) = note {
+            self.note(&task_id, &reason);
+        }
         if let Some(accepted) = overflow {
-            crate::log::event(
+            crate::log::warn(
                 "a2a_wake_overflow",
                 json!({ "taskId": accepted.task_id, "activationId": accepted.activation_id, "waiting": MAX_WAITING }),
             );
@@ -200,7 +321,77 @@ impl WakeQueue {
                 &accepted.task_id,
                 "wake_overflow",
                 &reason,
+                &overflow_message(),
             );
+        }
+    }
+
+    /// Writes `text` as the Task's status message (state unchanged); a failure to do so
+    /// is logged, never fatal: the note only explains.
+    fn note(&self, task_id: &str, text: &str) {
+        if let Err(err) = self.inner.plane.note_status(task_id, text) {
+            if !matches!(err, PlaneError::Store(StoreError::Closed)) {
+                crate::log::warn(
+                    "a2a_status_note_failed",
+                    json!({ "taskId": task_id, "error": err.to_string() }),
+                );
+            }
+        }
+    }
+
+    /// Holds the queue while the driver cannot work Tasks (`Some(why)`, e.g. the resident
+    /// has no usable model), or releases it (`None`). While held nothing is delivered, and
+    /// every waiting or newly admitted Task's status message says `why`, once per hold;
+    /// nothing is given up and no retry is spent.
+    pub fn hold(&self, reason: Option<String>) {
+        let to_note: Vec<String> = {
+            let mut state = self.lock();
+            if state.closed || state.hold == reason {
+                return;
+            }
+            state.noted.clear();
+            state.hold = reason.clone();
+            self.inner.changed.notify_all();
+            match &reason {
+                None => vec![],
+                Some(_) => {
+                    let ids: Vec<String> = state
+                        .waiting
+                        .iter()
+                        .map(|p| p.accepted.task_id.clone())
+                        .collect();
+                    state.noted.extend(ids.iter().cloned());
+                    ids
+                }
+            }
+        };
+        match &reason {
+            Some(why) => {
+                crate::log::warn(
+                    "a2a_queue_held",
+                    json!({ "reason": why, "waiting": to_note.len() }),
+                );
+                for task_id in to_note {
+                    self.note(&task_id, why);
+                }
+            }
+            None => crate::log::event("a2a_queue_released", json!({})),
+        }
+    }
+
+    /// Why the queue is held, if it is.
+    pub fn held(&self) -> Option<String> {
+        self.lock().hold.clone()
+    }
+
+    /// Remembers an error the agent met on the active turn's Task (a failed tool call), so
+    /// that a Task failed for being left unsettled says why.
+    pub fn note_turn_error(&self, task_id: &str, error: TurnError) {
+        let mut state = self.lock();
+        if let Some(active) = state.active.as_mut() {
+            if active.pending.accepted.task_id == task_id {
+                active.pending.last_error = Some(error);
+            }
         }
     }
 
@@ -230,19 +421,30 @@ impl WakeQueue {
                     if state.closed {
                         return None;
                     }
-                    if state.active.is_none() {
-                        if let Some(p) = state.waiting.pop_front() {
-                            break p;
+                    let now = Instant::now();
+                    let mut wake_at = deadline;
+                    if state.active.is_none() && state.hold.is_none() {
+                        // The first waiting wake whose retry delay has passed.
+                        let ready = state
+                            .waiting
+                            .iter()
+                            .position(|p| p.not_before.is_none_or(|t| t <= now));
+                        if let Some(i) = ready {
+                            if let Some(p) = state.waiting.remove(i) {
+                                break p;
+                            }
+                        }
+                        if let Some(t) = state.waiting.iter().filter_map(|p| p.not_before).min() {
+                            wake_at = wake_at.min(t);
                         }
                     }
-                    let now = std::time::Instant::now();
                     if now >= deadline {
                         return None;
                     }
                     state = self
                         .inner
                         .changed
-                        .wait_timeout(state, deadline - now)
+                        .wait_timeout(state, wake_at.saturating_duration_since(now))
                         .unwrap_or_else(|p| p.into_inner())
                         .0;
                 }
@@ -271,7 +473,7 @@ impl WakeQueue {
                 Err(PlaneError::Store(StoreError::Closed)) => return None,
                 Err(PlaneError::Store(err)) => {
                     // Transient: put it back and retry after a capped exponential backoff.
-                    crate::log::event(
+                    crate::log::warn(
                         "a2a_wake_retry",
                         json!({ "taskId": accepted.task_id, "error": err.to_string(), "backoffMs": backoff.as_millis() as u64 }),
                     );
@@ -286,8 +488,14 @@ impl WakeQueue {
 
     /// Ends the active turn of `task_id`: authority is cleared before anything else is
     /// offered. An unsettled Task is re-offered (up to the delivery cap); a failed turn is
-    /// retried (up to [`TURN_RETRIES`]).
-    pub fn turn_ended(&self, task_id: &str, outcome: TurnOutcome) -> Result<(), PlaneError> {
+    /// retried after its delay (up to [`TURN_RETRIES`]), and `reason` (why it failed) is
+    /// logged and told to the caller in the Task's status message.
+    pub fn turn_ended(
+        &self,
+        task_id: &str,
+        outcome: TurnOutcome,
+        reason: Option<&str>,
+    ) -> Result<(), PlaneError> {
         let active = {
             let mut state = self.lock();
             match &state.active {
@@ -306,20 +514,43 @@ impl WakeQueue {
         else {
             return Ok(());
         };
+        // Authority is gone: let a waiting driver see the change before the store work.
+        self.inner.changed.notify_all();
         let plane = &self.inner.plane;
         let (activation_id, task) = (pending.accepted.activation_id.clone(), task_id.to_string());
         let requeue = match outcome {
             TurnOutcome::Failed => {
+                let reason = reason
+                    .map(str::trim)
+                    .filter(|r| !r.is_empty())
+                    .unwrap_or("the session reported no reason")
+                    .to_string();
                 pending.failures += 1;
                 if pending.failures > TURN_RETRIES {
-                    let reason = format!("the task's session failed {} turns in a row; it is offered again after a restart", pending.failures);
-                    crate::log::event(
-                        "a2a_turn_failed",
-                        json!({ "taskId": task, "activationId": activation_id, "failures": pending.failures }),
+                    crate::log::warn(
+                        "a2a_turn_retries_exhausted",
+                        json!({ "taskId": task, "activationId": activation_id, "failures": pending.failures, "reason": reason }),
                     );
-                    plane.record_unhealthy(&activation_id, &task, "turn_failed", &reason)?;
+                    let evidence = format!(
+                        "the task's session failed {} turns in a row (last: {reason}); it is offered again after a restart",
+                        pending.failures
+                    );
+                    plane.record_unhealthy(&activation_id, &task, "turn_failed", &evidence)?;
+                    self.note(&task, &turns_exhausted_message(&reason, pending.failures));
                     false
                 } else {
+                    let delays = &self.inner.options.retry_delays;
+                    let delay = delays
+                        .get(pending.failures as usize - 1)
+                        .or(delays.last())
+                        .copied()
+                        .unwrap_or_default();
+                    crate::log::warn(
+                        "a2a_turn_failed",
+                        json!({ "taskId": task, "activationId": activation_id, "delivery": delivery, "failures": pending.failures, "retryInMs": delay.as_millis() as u64, "reason": reason }),
+                    );
+                    self.note(&task, &turn_retry_message(&reason, pending.failures, delay));
+                    pending.not_before = Some(Instant::now() + delay);
                     true
                 }
             }
@@ -330,15 +561,25 @@ impl WakeQueue {
                 if settled {
                     false
                 } else if delivery >= MAX_DELIVERIES {
-                    let reason =
-                        format!("the task was still unsettled after {delivery} consecutive turns");
-                    crate::log::event(
+                    let reason = match &pending.last_error {
+                        Some(e) => format!("the task was still unsettled after {delivery} consecutive turns (last error: {})", e.text),
+                        None => format!("the task was still unsettled after {delivery} consecutive turns"),
+                    };
+                    crate::log::warn(
                         "a2a_wake_failed",
-                        json!({ "taskId": task, "activationId": activation_id, "deliveries": delivery }),
+                        json!({ "taskId": task, "activationId": activation_id, "deliveries": delivery, "reason": reason }),
                     );
-                    plane.fail_wake(&activation_id, &task, "wake_failed", &reason)?;
+                    plane.fail_wake(
+                        &activation_id,
+                        &task,
+                        "wake_failed",
+                        &reason,
+                        &unsettled_failure_message(delivery, pending.last_error.as_ref()),
+                    )?;
                     false
                 } else {
+                    pending.failures = 0;
+                    pending.not_before = None;
                     true
                 }
             }

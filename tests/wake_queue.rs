@@ -10,7 +10,7 @@ use a2a_task_plane::plane::{InterruptKind, PlaneError, TaskPlane};
 use a2a_task_plane::record::{Continuation, PartContent, PartRecord, TaskState};
 use a2a_task_plane::tools::manifest::{self, Outputs, Workflow};
 use a2a_task_plane::tools::{AgentTools, Outcome, BEGIN_UNTRUSTED, END_UNTRUSTED};
-use a2a_task_plane::wake::{TurnOutcome, WakeQueue, MAX_WAITING};
+use a2a_task_plane::wake::{QueueOptions, TurnOutcome, WakeQueue, MAX_WAITING};
 use a2a_task_plane::wire::extensions::ELICITATION_V1;
 use common::*;
 use serde_json::json;
@@ -27,6 +27,13 @@ fn claim_states(plane: &TaskPlane, activation: &str) -> Vec<String> {
         .unwrap()
         .map(Result::unwrap)
         .collect()
+}
+
+/// Retries after 20 ms, so tests need not wait for the real delays.
+fn quick_retries() -> QueueOptions {
+    QueueOptions {
+        retry_delays: vec![Duration::from_millis(20)],
+    }
 }
 
 fn tools(queue: &WakeQueue) -> AgentTools {
@@ -61,7 +68,7 @@ fn delivery_grants_authority_and_records_woken_before_the_prompt() {
     tools(&queue)
         .complete_task(&task, Outcome::Completed, "done", vec![])
         .unwrap();
-    queue.turn_ended(&task, TurnOutcome::Ended).unwrap();
+    queue.turn_ended(&task, TurnOutcome::Ended, None).unwrap();
     assert_eq!(queue.authority(), None, "authority ends with the turn");
     assert!(
         queue.next_wake(SHORT).is_none(),
@@ -104,13 +111,13 @@ fn authority_is_cleared_before_another_task_is_offered_and_tools_refuse_other_ta
         );
     }
     assert!(
-        queue.turn_ended(&b, TurnOutcome::Ended).is_err(),
+        queue.turn_ended(&b, TurnOutcome::Ended, None).is_err(),
         "only the active Task's turn can end"
     );
     agent
         .complete_task(&a, Outcome::Completed, "done", vec![])
         .unwrap();
-    queue.turn_ended(&a, TurnOutcome::Ended).unwrap();
+    queue.turn_ended(&a, TurnOutcome::Ended, None).unwrap();
     let err = agent.read_task(&a).unwrap_err();
     assert!(err.to_string().contains("no task turn is active"), "{err}");
     assert_eq!(queue.next_wake(LONG).unwrap().task_id, b);
@@ -129,7 +136,7 @@ fn an_unsettled_task_is_re_offered_at_most_five_times_then_wake_failed_and_never
     for n in 1..=5 {
         let wake = queue.next_wake(LONG).expect("re-offered");
         assert_eq!(wake.delivery, n);
-        queue.turn_ended(&task, TurnOutcome::Ended).unwrap(); // the agent did not settle it
+        queue.turn_ended(&task, TurnOutcome::Ended, None).unwrap(); // the agent did not settle it
     }
     assert!(queue.next_wake(SHORT).is_none());
     let states = claim_states(&plane, &acc.activation_id);
@@ -159,7 +166,7 @@ fn an_unsettled_task_is_re_offered_at_most_five_times_then_wake_failed_and_never
 fn a_failed_turn_is_retried_three_times_then_recorded_unhealthy_and_replayed_after_restart() {
     let tmp = TempRoot::new("wake-fail");
     let plane = open(&tmp.store());
-    let queue = WakeQueue::start(plane.clone()).unwrap();
+    let queue = WakeQueue::start_with(plane.clone(), quick_retries()).unwrap();
     let acc = plane
         .accept_in_context("alice", None, user("m-1", "x"), vec![])
         .unwrap();
@@ -167,7 +174,7 @@ fn a_failed_turn_is_retried_three_times_then_recorded_unhealthy_and_replayed_aft
     for _ in 0..4 {
         let wake = queue.next_wake(LONG).expect("retried");
         assert_eq!(wake.task_id, task);
-        queue.turn_ended(&task, TurnOutcome::Failed).unwrap();
+        queue.turn_ended(&task, TurnOutcome::Failed, None).unwrap();
     }
     assert!(
         queue.next_wake(SHORT).is_none(),
@@ -495,7 +502,7 @@ fn require_input_sends_an_elicitation_part_only_when_activated_and_checks_the_an
         agent
             .require_input(task, "which color?", Some(schema.clone()))
             .unwrap();
-        queue.turn_ended(task, TurnOutcome::Ended).unwrap();
+        queue.turn_ended(task, TurnOutcome::Ended, None).unwrap();
     }
     let question = |task: &str| {
         plane
@@ -661,7 +668,7 @@ fn an_answer_arriving_during_the_turn_is_offered_once_not_alongside_the_old_acti
     while queue.waiting() == 0 && std::time::Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(2));
     }
-    queue.turn_ended(&task, TurnOutcome::Ended).unwrap(); // unsettled (SUBMITTED again)
+    queue.turn_ended(&task, TurnOutcome::Ended, None).unwrap(); // unsettled (SUBMITTED again)
     assert_eq!(queue.waiting(), 1, "one wake per Task");
     let next = queue.next_wake(LONG).unwrap();
     assert_eq!(

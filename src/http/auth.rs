@@ -25,6 +25,8 @@ struct Entry {
 /// The configured tokens, as digests, with their principals.
 pub struct Credentials {
     entries: Vec<([u8; 32], String)>,
+    /// What the operator should fix although the file loaded (it is readable by others).
+    pub warnings: Vec<String>,
 }
 
 /// Tokens shorter than this are refused at startup: they could be guessed.
@@ -34,13 +36,17 @@ impl Credentials {
     /// Loads the credentials file; any problem is an error naming the file and what to fix.
     pub fn load(path: &Path) -> Result<Credentials, String> {
         let shown = path.display();
+        let mut warnings = Vec::new();
         let text = std::fs::read_to_string(path)
             .map_err(|e| format!("A2A_CREDENTIALS_PATH: cannot read {shown}: {e}"))?;
         if let Ok(meta) = std::fs::metadata(path) {
             use std::os::unix::fs::PermissionsExt;
             let mode = meta.permissions().mode() & 0o777;
             if mode & 0o077 != 0 {
-                crate::log::event(
+                warnings.push(format!(
+                    "the credentials file {shown} is readable by other users (mode {mode:o}); its tokens let anyone who reads it act as its principals: chmod 600 {shown}"
+                ));
+                crate::log::warn(
                     "a2a_credentials_readable_by_others",
                     serde_json::json!({ "path": shown.to_string(), "mode": format!("{mode:o}"), "fix": format!("chmod 600 {shown}") }),
                 );
@@ -71,7 +77,7 @@ impl Credentials {
             }
             entries.push((digest, entry.principal));
         }
-        Ok(Credentials { entries })
+        Ok(Credentials { entries, warnings })
     }
 
     /// The principal of an `Authorization` header value, if it is a known bearer token.

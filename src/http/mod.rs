@@ -86,6 +86,7 @@ pub struct Listener {
     serve: Option<tokio::task::JoinHandle<()>>,
     local_addr: SocketAddr,
     interface_url: String,
+    warnings: Vec<String>,
 }
 
 /// How long `close()` waits for open connections to finish.
@@ -101,8 +102,13 @@ impl Listener {
         let credentials = Credentials::load(&config.credentials_path)?;
         let std_listener = std::net::TcpListener::bind((config.host.as_str(), config.port))
             .map_err(|e| {
+                let fix = match e.kind() {
+                    std::io::ErrorKind::AddrInUse => "another process (another resident?) is listening there: stop it, or set A2A_PORT to a free port",
+                    std::io::ErrorKind::PermissionDenied => "ports below 1024 need privileges: set A2A_PORT to 1024 or above",
+                    _ => "check A2A_HOST and A2A_PORT",
+                };
                 format!(
-                    "A2A_HOST/A2A_PORT: cannot listen on {}:{}: {e}",
+                    "A2A_HOST/A2A_PORT: cannot listen on {}:{}: {e}; {fix}",
                     config.host, config.port
                 )
             })?;
@@ -123,6 +129,7 @@ impl Listener {
             .map_err(|e| format!("cannot start the listener runtime: {e}"))?;
         let (shutdown_tx, shutdown_rx) = watch::channel(false);
         let started_ms = crate::clock::Clock::now_ms(&crate::clock::SystemClock);
+        let warnings = credentials.warnings.clone();
         let shared = Arc::new(Shared {
             card: card::build(&config, &interface_url, started_ms),
             plane,
@@ -148,7 +155,14 @@ impl Listener {
             serve: Some(serve),
             local_addr,
             interface_url,
+            warnings,
         })
+    }
+
+    /// What the operator should fix although the listener started (e.g. a credentials
+    /// file readable by others).
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
     }
 
     pub fn local_addr(&self) -> SocketAddr {

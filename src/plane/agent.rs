@@ -222,6 +222,28 @@ impl TaskPlane {
         })
     }
 
+    /// Tells the Task's caller why it does not progress: its status keeps its state
+    /// (SUBMITTED or WORKING) and gets `text` as the agent's status message, published to
+    /// streams; the history is left alone (the note is transient: the next delivery or
+    /// settlement replaces it). A Task that is interrupted or terminal is left as it is
+    /// (`Ok(false)`): its own status message already says what it waits for.
+    pub fn note_status(&self, task_id: &str, text: &str) -> Result<bool, PlaneError> {
+        let message = MessageRecord::agent(vec![crate::record::PartRecord::text(text)]);
+        let task_id = task_id.to_string();
+        let now = self.now();
+        self.write_publishing(move |tx| {
+            let Some(task) = rows::task_by_id(tx.conn(), &task_id)? else {
+                return Ok((false, vec![]));
+            };
+            let state = task.record.state;
+            if !matches!(state, TaskState::Submitted | TaskState::Working) {
+                return Ok((false, vec![]));
+            }
+            rows::set_status(tx.conn(), task.seq, state, Some(&message), now, None)?;
+            Ok((true, vec![status(&task, state, Some(&message), now)]))
+        })
+    }
+
     /// The caller cancels its own Task: CANCELED, unless it is terminal already.
     pub fn cancel(&self, principal: &str, task_id: &str) -> Result<TaskRecord, PlaneError> {
         let (principal, task_id) = (principal.to_string(), task_id.to_string());
@@ -333,20 +355,23 @@ impl TaskPlane {
 
     /// Gives up on an activation: WAKE_FAILED plus unhealthy evidence with `reason`. Startup
     /// does not resurrect it. When it is the Task's newest activation and the Task is not
-    /// settled, the Task becomes FAILED with `reason` as its status message, so callers
-    /// waiting on it (blocking sends, streams) are answered instead of waiting forever.
+    /// settled, the Task becomes FAILED with `caller_message` (why, and what the caller can
+    /// do) as its status message, so callers waiting on it (blocking sends, streams) are
+    /// answered instead of waiting forever.
     pub fn fail_wake(
         &self,
         activation_id: &str,
         task_id: &str,
         kind: &str,
         reason: &str,
+        caller_message: &str,
     ) -> Result<(), PlaneError> {
-        let (activation_id, task_id, kind, reason) = (
+        let (activation_id, task_id, kind, reason, caller_message) = (
             activation_id.to_string(),
             task_id.to_string(),
             kind.to_string(),
             reason.to_string(),
+            caller_message.to_string(),
         );
         let now = self.now();
         self.write_publishing(move |tx| {
@@ -360,9 +385,7 @@ impl TaskPlane {
             if let Some(task) = rows::task_by_id(conn, &task_id)? {
                 let waiting_for_caller = task.record.state.is_interrupted() && task.record.input_request_open;
                 if newest.as_deref() == Some(activation_id.as_str()) && !task.record.state.is_terminal() && !waiting_for_caller {
-                    let message = MessageRecord::agent(vec![crate::record::PartRecord::text(format!(
-                        "The resident agent could not work on this task: {reason}. Send it again as a new message."
-                    ))]);
+                    let message = MessageRecord::agent(vec![crate::record::PartRecord::text(caller_message)]);
                     rows::append_history(conn, &task, &message)?;
                     rows::set_status(conn, task.seq, TaskState::Failed, Some(&message), now, Some(false))?;
                     published.push(status(&task, TaskState::Failed, Some(&message), now));

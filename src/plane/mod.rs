@@ -35,7 +35,7 @@ pub use delivery::{
     DeliveryOutcome, DeliveryRequest, DeliveryStart, Reconciler, Recovery, SendFailure,
 };
 pub use error::PlaneError;
-pub use query::{ListFilter, PageCursor, TaskPage};
+pub use query::{ListFilter, PageCursor, TaskPage, TaskSummary};
 pub use retention::{CompactionReport, RETENTION_MS};
 pub use rows::content_address;
 

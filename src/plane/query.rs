@@ -102,3 +102,80 @@ impl TaskPlane {
         })
     }
 }
+
+/// One line of the operator's view of the store (every principal's Tasks).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TaskSummary {
+    pub task_id: String,
+    pub principal: String,
+    pub context_id: String,
+    pub source: String,
+    pub state: TaskState,
+    pub status_ms: i64,
+    pub created_ms: i64,
+}
+
+impl TaskPlane {
+    /// The newest-status Tasks of every principal, optionally in one state: for the person
+    /// operating the resident (`/a2a tasks`), never for callers.
+    pub fn recent_tasks(
+        &self,
+        state: Option<TaskState>,
+        limit: u32,
+    ) -> Result<Vec<TaskSummary>, PlaneError> {
+        let limit = i64::from(limit.clamp(1, 1000));
+        self.read(|conn| {
+            let mut found = Vec::new();
+            let mut push = |row: &rusqlite::Row<'_>| -> rusqlite::Result<()> {
+                let state: String = row.get(4)?;
+                found.push((
+                    TaskSummary {
+                        task_id: row.get(0)?,
+                        principal: row.get(1)?,
+                        context_id: row.get(2)?,
+                        source: row.get(3)?,
+                        state: TaskState::Submitted,
+                        status_ms: row.get(5)?,
+                        created_ms: row.get(6)?,
+                    },
+                    state,
+                ));
+                Ok(())
+            };
+            const COLUMNS: &str =
+                "task_id, principal, context_id, source, state, status_ms, created_ms";
+            match state {
+                Some(state) => {
+                    let mut stmt = conn.prepare_cached(&format!(
+                        "SELECT {COLUMNS} FROM tasks WHERE state = ?1 ORDER BY status_ms DESC, seq DESC LIMIT ?2"
+                    ))?;
+                    let mut rows = stmt.query(rusqlite::params![state.as_str(), limit])?;
+                    while let Some(row) = rows.next()? {
+                        push(row)?;
+                    }
+                }
+                None => {
+                    let mut stmt = conn.prepare_cached(&format!(
+                        "SELECT {COLUMNS} FROM tasks ORDER BY status_ms DESC, seq DESC LIMIT ?1"
+                    ))?;
+                    let mut rows = stmt.query(rusqlite::params![limit])?;
+                    while let Some(row) = rows.next()? {
+                        push(row)?;
+                    }
+                }
+            }
+            found
+                .into_iter()
+                .map(|(mut summary, state)| {
+                    summary.state = TaskState::parse(&state).ok_or_else(|| {
+                        PlaneError::FailedPrecondition(format!(
+                            "task {} has an unknown stored state `{state}`",
+                            summary.task_id
+                        ))
+                    })?;
+                    Ok(summary)
+                })
+                .collect()
+        })
+    }
+}

@@ -54,7 +54,7 @@ pub fn load(env: &dyn Fn(&str) -> Option<String>) -> Outputs {
         Ok(workflow) => Outputs::Declared(workflow),
         Err(err) => {
             let reason = err.to_string();
-            crate::log::event(
+            crate::log::warn(
                 "a2a_workflow_manifest_load_failed",
                 serde_json::json!({ "path": path, "reason": reason }),
             );

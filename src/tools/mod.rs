@@ -12,7 +12,7 @@ use crate::plane::{InterruptKind, PlaneError};
 use crate::record::{
     ArtifactRecord, MessageRecord, PartContent, PartRecord, Role, TaskRecord, TaskState,
 };
-use crate::wake::WakeQueue;
+use crate::wake::{TurnError, WakeQueue};
 use crate::wire::extensions::{ELICITATION_V1, OUTFITTER_TASK_V1};
 use manifest::Outputs;
 
@@ -78,6 +78,39 @@ impl AgentTools {
         outputs: Vec<(String, Value)>,
     ) -> Result<(), PlaneError> {
         self.queue.require_authority(task_id)?;
+        let configuration = !outputs.is_empty() && matches!(self.outputs, Outputs::Failed(_));
+        let result = self.settle(task_id, outcome, response, outputs);
+        self.remember("a2a_complete_task", task_id, configuration, result)
+    }
+
+    /// Keeps a failed call's error on the active turn (so a Task that fails for being left
+    /// unsettled says why), and passes the result on.
+    fn remember<T>(
+        &self,
+        tool: &str,
+        task_id: &str,
+        configuration: bool,
+        result: Result<T, PlaneError>,
+    ) -> Result<T, PlaneError> {
+        if let Err(err) = &result {
+            self.queue.note_turn_error(
+                task_id,
+                TurnError {
+                    text: format!("{tool}: {err}"),
+                    configuration,
+                },
+            );
+        }
+        result
+    }
+
+    fn settle(
+        &self,
+        task_id: &str,
+        outcome: Outcome,
+        response: &str,
+        outputs: Vec<(String, Value)>,
+    ) -> Result<(), PlaneError> {
         if response.trim().is_empty() {
             return Err(invalid("response", "must not be empty"));
         }
@@ -124,8 +157,11 @@ impl AgentTools {
         value: Value,
     ) -> Result<(), PlaneError> {
         self.queue.require_authority(task_id)?;
-        let artifact = self.output_artifact(output, value)?;
-        self.queue.plane().record_artifact(task_id, artifact)
+        let configuration = matches!(self.outputs, Outputs::Failed(_));
+        let result = self
+            .output_artifact(output, value)
+            .and_then(|artifact| self.queue.plane().record_artifact(task_id, artifact));
+        self.remember("a2a_record_output", task_id, configuration, result)
     }
 
     /// The artifact of one declared output: named for it, its value as a data part, and

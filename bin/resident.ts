@@ -1,0 +1,158 @@
+#!/usr/bin/env node
+// The resident agent as a service: Pi (through its SDK, in this process) with this package
+// loaded as an extension and no terminal, no input and no screen. It stays up until SIGTERM
+// or SIGINT, then shuts down cleanly: the extension's session_shutdown stops the driver
+// (an in-flight turn is aborted and left replayable), closes the listener (its streams end)
+// and the store; exit status 0. If the task plane cannot start, it prints one line naming
+// the cause and the fix and exits 1. Log lines (JSON) go to stderr and to the log file.
+//
+//   node bin/resident.ts [--demo] [--provider P --model M] [--thinking L]
+//
+// Usually started through `bash tools/run.sh --headless`, which installs, builds and sets
+// the listener variables first.
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import {
+  type CreateAgentSessionRuntimeFactory,
+  createAgentSessionFromServices,
+  createAgentSessionRuntime,
+  createAgentSessionServices,
+  createEventBus,
+  getAgentDir,
+  resolveCliModel,
+  SessionManager,
+} from "@earendil-works/pi-coding-agent";
+
+const packageRoot = join(dirname(fileURLToPath(import.meta.url)), "..");
+const NAME = "a2a-resident";
+
+const USAGE = `usage: node bin/resident.ts [--demo] [--provider <name> --model <pattern>] [--thinking <level>]
+
+Runs the resident Pi agent with the A2A task plane and no terminal, until SIGTERM or SIGINT.
+  --demo               use the offline demo agent (scripted, not a model; no key needed)
+  --provider, --model  the model that works the tasks (default: Pi's configured default)
+  --thinking           the thinking level (off, minimal, low, medium, high, xhigh)
+The task plane reads its A2A_* and CHANNELS_TASK_STORE_PATH variables (see the README).`;
+
+/** One line on stderr for a person (or journald), then exit. */
+function fail(text: string, code = 1): never {
+  process.stderr.write(`${NAME}: ${text}\n`);
+  process.exit(code);
+}
+
+interface Options {
+  demo: boolean;
+  provider?: string;
+  model?: string;
+  thinking?: string;
+}
+
+function parseArgs(argv: string[]): Options {
+  const options: Options = { demo: false };
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i];
+    const value = (): string => {
+      const v = argv[++i];
+      if (v === undefined || v.startsWith("--")) fail(`${arg} needs a value\n${USAGE}`, 2);
+      return v;
+    };
+    if (arg === "--help" || arg === "-h") {
+      process.stdout.write(`${USAGE}\n`);
+      process.exit(0);
+    } else if (arg === "--demo") options.demo = true;
+    else if (arg === "--provider") options.provider = value();
+    else if (arg === "--model") options.model = value();
+    else if (arg === "--thinking") options.thinking = value();
+    else fail(`unknown argument ${arg}\n${USAGE}`, 2);
+  }
+  if (options.demo && (options.provider || options.model)) fail("--demo brings its own model; leave out --provider/--model", 2);
+  if (options.provider && !options.model) fail(`--provider needs --model (for example --provider ${options.provider} --model <pattern>)`, 2);
+  if (options.demo) {
+    options.provider = "a2a-demo";
+    options.model = "scripted-demo-agent";
+  }
+  return options;
+}
+
+async function main(): Promise<void> {
+  const options = parseArgs(process.argv.slice(2));
+  const cwd = process.cwd();
+  const agentDir = getAgentDir();
+  const extensions = [packageRoot, ...(options.demo ? [join(packageRoot, "extensions", "demo-agent.ts")] : [])];
+  const events = createEventBus();
+  const ready = new Promise<{ url?: string; store: string; log?: string }>((resolve) =>
+    events.on("a2a:ready", (data) => resolve(data as { url?: string; store: string; log?: string })),
+  );
+
+  const createRuntime: CreateAgentSessionRuntimeFactory = async ({ cwd, agentDir, sessionManager, sessionStartEvent }) => {
+    const services = await createAgentSessionServices({
+      cwd,
+      agentDir,
+      resourceLoaderOptions: { additionalExtensionPaths: extensions, eventBus: events },
+    });
+    const loadErrors = services.resourceLoader.getExtensions().errors;
+    if (loadErrors.length > 0) fail(`cannot load extension ${loadErrors[0].path}: ${loadErrors[0].error}`);
+    let model;
+    let thinkingLevel;
+    if (options.model) {
+      const resolved = resolveCliModel({
+        cliProvider: options.provider,
+        cliModel: options.model,
+        cliThinking: options.thinking as never,
+        modelRuntime: services.modelRuntime,
+      });
+      if (resolved.error || !resolved.model) fail(resolved.error ?? `no model matches ${options.model}`, 2);
+      model = resolved.model;
+      thinkingLevel = resolved.thinkingLevel;
+    }
+    if (options.thinking) thinkingLevel = options.thinking as never;
+    const created = await createAgentSessionFromServices({ services, sessionManager, sessionStartEvent, model, thinkingLevel });
+    return { ...created, services, diagnostics: services.diagnostics };
+  };
+  // The resident's own conversation is not kept: every Task has its own durable session.
+  const runtime = await createAgentSessionRuntime(createRuntime, { cwd, agentDir, sessionManager: SessionManager.inMemory(cwd) });
+
+  let startFailure: string | undefined;
+  await runtime.session.bindExtensions({
+    mode: "print",
+    onError: (err) => {
+      const ours = err.extensionPath.startsWith(packageRoot) && !err.extensionPath.includes("demo-agent");
+      if (ours && err.event === "session_start") startFailure = err.error;
+      else process.stderr.write(`${NAME}: extension ${err.extensionPath} failed in ${err.event}: ${err.error}\n`);
+    },
+  });
+  if (startFailure) {
+    await runtime.dispose().catch(() => undefined);
+    fail(startFailure);
+  }
+
+  // Nothing else keeps Node's event loop alive while the resident waits for work.
+  const keepAlive = setInterval(() => undefined, 1 << 30);
+  let stopping = false;
+  const stop = (signal: string): void => {
+    if (stopping) {
+      process.stderr.write(`${NAME}: ${signal} again while stopping; exiting now\n`);
+      process.exit(1);
+    }
+    stopping = true;
+    clearInterval(keepAlive);
+    runtime
+      .dispose()
+      .then(() => process.exit(0))
+      .catch((err: unknown) => fail(`shutdown failed: ${err instanceof Error ? err.message : String(err)}`));
+  };
+  process.on("SIGTERM", () => stop("SIGTERM"));
+  process.on("SIGINT", () => stop("SIGINT"));
+  // Input is never read: a closed or /dev/null stdin changes nothing.
+
+  const info = await Promise.race([ready, new Promise<undefined>((r) => void setTimeout(r, 5_000))]);
+  const model = runtime.session.model;
+  const modelName = model && model.provider !== "unknown" ? `${model.provider}/${model.id}` : "none";
+  process.stderr.write(
+    info
+      ? `${NAME}: running (pid ${process.pid}); A2A listener ${info.url ?? "off (A2A_SERVER is not 1)"}; store ${info.store}; log ${info.log ?? "stderr only"}; model ${modelName}. Stop with SIGTERM.\n`
+      : `${NAME}: running (pid ${process.pid}); model ${modelName}. Stop with SIGTERM.\n`,
+  );
+}
+
+main().catch((err: unknown) => fail(err instanceof Error ? err.message : String(err)));
