@@ -296,31 +296,37 @@ impl<S: Subscriber> Layer<S> for JsonLines {
         };
         let mut fields = Fields::default();
         event.record(&mut fields);
-        let mut line = Map::new();
-        line.insert(
-            "ts".into(),
-            Value::from(crate::clock::Clock::now_ms(&crate::clock::SystemClock)),
-        );
-        line.insert(
-            "level".into(),
-            Value::from(event.metadata().level().as_str().to_ascii_lowercase()),
-        );
+        // `ts`, `level` and `event` lead every line; the fields follow.
         let name = fields
             .event
             .unwrap_or_else(|| event.metadata().target().to_string());
-        line.insert("event".into(), Value::from(name));
-        if let Some(Ok(Value::Object(extra))) =
-            fields.fields.as_deref().map(serde_json::from_str::<Value>)
-        {
-            line.extend(extra);
-        }
+        let mut rest = match fields.fields.as_deref().map(serde_json::from_str::<Value>) {
+            Some(Ok(Value::Object(extra))) => extra,
+            _ => Map::new(),
+        };
         let mut other = Value::Object(fields.other);
         redact(&mut other);
         if let Value::Object(other) = other {
-            line.extend(other);
+            rest.extend(other);
         }
-        let mut bytes = Value::Object(line).to_string().into_bytes();
-        bytes.push(b'\n');
+        for key in ["ts", "level", "event"] {
+            rest.remove(key);
+        }
+        let rest = Value::Object(rest).to_string();
+        let mut line = format!(
+            "{{\"ts\":{},\"level\":\"{}\",\"event\":{}",
+            crate::clock::Clock::now_ms(&crate::clock::SystemClock),
+            event.metadata().level().as_str().to_ascii_lowercase(),
+            Value::from(name)
+        );
+        if rest.len() > 2 {
+            line.push(',');
+            line.push_str(&rest[1..]);
+        } else {
+            line.push('}');
+        }
+        line.push('\n');
+        let bytes = line.into_bytes();
         if let Some(file) = sink
             .file
             .lock()

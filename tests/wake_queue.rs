@@ -677,3 +677,164 @@ fn an_answer_arriving_during_the_turn_is_offered_once_not_alongside_the_old_acti
     );
     queue.close();
 }
+
+fn status_text(plane: &TaskPlane, task: &str) -> (TaskState, String) {
+    let t = plane.task(task, Some(0), false).unwrap().unwrap();
+    (t.state, t.status_message.map(|m| m.text()).unwrap_or_default())
+}
+
+#[test]
+fn a_failed_turn_tells_its_caller_why_and_is_retried_only_after_its_delay() {
+    let tmp = TempRoot::new("wake-fail-why");
+    let plane = open(&tmp.store());
+    let queue = WakeQueue::start_with(
+        plane.clone(),
+        QueueOptions {
+            retry_delays: vec![Duration::from_millis(400)],
+        },
+    )
+    .unwrap();
+    let a = plane
+        .accept_in_context("alice", None, user("a", "first"), vec![])
+        .unwrap()
+        .task_id
+        .unwrap();
+    assert_eq!(queue.next_wake(LONG).unwrap().task_id, a);
+    queue
+        .turn_ended(&a, TurnOutcome::Failed, Some("the provider answered 503"))
+        .unwrap();
+    let (state, text) = status_text(&plane, &a);
+    assert_eq!(state, TaskState::Working, "still working, per the contract");
+    assert!(text.contains("the provider answered 503"), "{text}");
+    assert!(text.contains("retry 1 of 3"), "{text}");
+    // Not retried at once; another Task goes first meanwhile.
+    let b = plane
+        .accept_in_context("alice", None, user("b", "second"), vec![])
+        .unwrap()
+        .task_id
+        .unwrap();
+    assert_eq!(queue.next_wake(SHORT).unwrap().task_id, b);
+    queue.turn_ended(&b, TurnOutcome::Ended, None).unwrap();
+    let started = std::time::Instant::now();
+    let mut retried = None;
+    while retried.is_none() && started.elapsed() < LONG {
+        retried = queue
+            .next_wake(SHORT)
+            .filter(|w| w.task_id == a)
+            .or_else(|| {
+                // b is re-offered (unsettled): end it again.
+                if let Some(auth) = queue.authority() {
+                    queue.turn_ended(&auth, TurnOutcome::Ended, None).unwrap();
+                }
+                None
+            });
+    }
+    assert!(retried.is_some(), "retried after its delay");
+    assert!(started.elapsed() >= Duration::from_millis(250));
+    // The delivery replaces the note: WORKING with no message.
+    assert_eq!(status_text(&plane, &a), (TaskState::Working, String::new()));
+    queue.close();
+}
+
+#[test]
+fn a_held_queue_delivers_nothing_and_each_waiting_task_says_why_until_released() {
+    let tmp = TempRoot::new("wake-hold");
+    let plane = open(&tmp.store());
+    let queue = WakeQueue::start(plane.clone()).unwrap();
+    let before = plane
+        .accept_in_context("alice", None, user("a", "first"), vec![])
+        .unwrap()
+        .task_id
+        .unwrap();
+    // Admission is asynchronous: wait until the first is waiting.
+    let deadline = std::time::Instant::now() + LONG;
+    while queue.waiting() == 0 && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let why = "the resident Pi has no model selected, so tasks wait until one is";
+    queue.hold(Some(why.into()));
+    assert_eq!(queue.held().as_deref(), Some(why));
+    let after = plane
+        .accept_in_context("bob", None, user("b", "second"), vec![])
+        .unwrap()
+        .task_id
+        .unwrap();
+    assert!(queue.next_wake(Duration::from_millis(200)).is_none(), "nothing is delivered while held");
+    for task in [&before, &after] {
+        let (state, text) = status_text(&plane, task);
+        assert_eq!(state, TaskState::Submitted);
+        assert_eq!(text, why);
+    }
+    queue.hold(None);
+    let wake = queue.next_wake(LONG).expect("released");
+    assert_eq!(wake.task_id, before);
+    assert_eq!(status_text(&plane, &before), (TaskState::Working, String::new()));
+    queue.close();
+}
+
+#[test]
+fn a_task_failed_at_the_delivery_cap_names_the_last_error_and_advice_that_is_true() {
+    let tmp = TempRoot::new("wake-cap-why");
+    let plane = open(&tmp.store());
+    let queue = WakeQueue::start(plane.clone()).unwrap();
+    // A manifest that did not load: a configuration error; sending again cannot help.
+    let broken = AgentTools::new(
+        queue.clone(),
+        Outputs::Failed("A2A_WORKFLOW_MANIFEST: /etc/wf.json is not JSON".into()),
+    );
+    let task = plane
+        .accept_in_context("alice", None, user("m-1", "x"), vec![])
+        .unwrap()
+        .task_id
+        .unwrap();
+    for _ in 0..5 {
+        queue.next_wake(LONG).expect("offered");
+        assert!(broken
+            .record_output(&task, "summary", json!({"text": "t"}))
+            .is_err());
+        queue.turn_ended(&task, TurnOutcome::Ended, None).unwrap();
+    }
+    let (state, text) = status_text(&plane, &task);
+    assert_eq!(state, TaskState::Failed);
+    assert!(text.contains("/etc/wf.json is not JSON"), "{text}");
+    assert!(text.contains("configuration"), "{text}");
+    assert!(!text.contains("Send it again"), "{text}");
+
+    // No error at all: the agent simply never settled it; sending again may help.
+    let other = plane
+        .accept_in_context("alice", None, user("m-2", "y"), vec![])
+        .unwrap()
+        .task_id
+        .unwrap();
+    for _ in 0..5 {
+        queue.next_wake(LONG).expect("offered");
+        queue.turn_ended(&other, TurnOutcome::Ended, None).unwrap();
+    }
+    let (state, text) = status_text(&plane, &other);
+    assert_eq!(state, TaskState::Failed);
+    assert!(text.contains("without settling"), "{text}");
+    assert!(text.contains("Send it again as a new message"), "{text}");
+    queue.close();
+}
+
+#[test]
+fn activity_reports_arrivals_and_status_changes_of_every_task_until_unwatched() {
+    let tmp = TempRoot::new("activity");
+    let plane = open(&tmp.store());
+    let (id, activity) = plane.events().watch_activity();
+    let task = plane
+        .accept_in_context("alice", None, user("m-1", "x"), vec![])
+        .unwrap()
+        .task_id
+        .unwrap();
+    plane.start_work(&task).unwrap();
+    let mut seen = vec![];
+    while !seen.contains(&Some(TaskState::Working)) {
+        let a = activity.recv_timeout(LONG).expect("activity");
+        assert_eq!(a.task_id, task);
+        seen.push(a.state);
+    }
+    assert!(seen.contains(&None), "the arrival is reported: {seen:?}");
+    plane.events().unwatch(id);
+    assert!(activity.recv_timeout(LONG).is_err(), "the watch ends");
+}

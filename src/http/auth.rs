@@ -38,7 +38,11 @@ impl Credentials {
         let shown = path.display();
         let mut warnings = Vec::new();
         let text = std::fs::read_to_string(path)
-            .map_err(|e| format!("A2A_CREDENTIALS_PATH: cannot read {shown}: {e}"))?;
+            .map_err(|e| {
+                format!(
+                    "A2A_CREDENTIALS_PATH: cannot read {shown}: {e}; create it (mode 0600) as {{\"credentials\": [{{\"token\": \"<16+ characters>\", \"principal\": \"<name>\"}}]}}, or unset A2A_CREDENTIALS_PATH and let tools/run.sh create one"
+                )
+            })?;
         if let Ok(meta) = std::fs::metadata(path) {
             use std::os::unix::fs::PermissionsExt;
             let mode = meta.permissions().mode() & 0o777;

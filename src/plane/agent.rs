@@ -338,7 +338,8 @@ impl TaskPlane {
                 return Ok((Delivery::Skipped(format!("task {task_id} waits for its caller")), vec![]));
             }
             let mut published = vec![];
-            if state != TaskState::Working {
+            // WORKING, and no stale note (why an earlier turn failed, why it waited).
+            if state != TaskState::Working || task.record.status_message.is_some() {
                 rows::set_status(conn, task.seq, TaskState::Working, None, now, None)?;
                 published.push(status(&task, TaskState::Working, None, now));
             }

@@ -1,0 +1,175 @@
+// The resident as a service: `bash tools/run.sh --headless` with stdin at /dev/null and no
+// TTY stays up, works a Task sent over HTTP (the offline demo agent: Pi's scripted faux
+// provider), stops cleanly on SIGTERM with exit status 0, and leaves a store that reopens
+// with nothing lost. A start failure is one line naming the cause and the fix, exit 1.
+import assert from "node:assert/strict";
+import { type ChildProcess, spawn } from "node:child_process";
+import { randomUUID } from "node:crypto";
+import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import test from "node:test";
+import { TaskPlane } from "../index.js";
+import { repoRoot } from "./helpers/pi.ts";
+
+const TOKEN = "headless-token-0123456789abcdef";
+
+interface Resident {
+  child: ChildProcess;
+  stderr: () => string;
+  exited: Promise<number | null>;
+  storeRoot: string;
+}
+
+function startResident(env: Record<string, string> = {}, storeRoot?: string): Resident {
+  const dir = mkdtempSync(join(tmpdir(), "pi-headless-"));
+  const credentials = join(dir, "credentials.json");
+  writeFileSync(credentials, JSON.stringify({ credentials: [{ token: TOKEN, principal: "ops" }] }), { mode: 0o600 });
+  const root = storeRoot ?? join(dir, "task-plane");
+  // No TTY anywhere: stdin is /dev/null, stdout and stderr are pipes.
+  const child = spawn("bash", [join(repoRoot, "tools/run.sh"), "--headless", "--demo"], {
+    cwd: dir,
+    env: {
+      ...process.env,
+      PI_CODING_AGENT_DIR: join(dir, "agent"),
+      PI_OFFLINE: "1",
+      PI_SKIP_VERSION_CHECK: "1",
+      PI_TELEMETRY: "0",
+      CHANNELS_TASK_STORE_PATH: root,
+      A2A_PORT: "0",
+      A2A_CREDENTIALS_PATH: credentials,
+      ...env,
+    },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let stderr = "";
+  child.stderr?.on("data", (d) => (stderr += d));
+  child.stdout?.resume();
+  const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
+  return { child, stderr: () => stderr, exited, storeRoot: root };
+}
+
+async function until<T>(what: string, probe: () => T | undefined, ms: number, resident: Resident): Promise<T> {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const value = probe();
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}; stderr:\n${resident.stderr()}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+async function stop(resident: Resident, ms = 30_000): Promise<number | null> {
+  const timer = setTimeout(() => resident.child.kill("SIGKILL"), ms);
+  try {
+    return await resident.exited;
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+test("the headless resident runs with no terminal, completes a task, stops on SIGTERM with 0, and the store reopens intact", async () => {
+  const resident = startResident();
+  let exitCode: number | null = null;
+  let taskId = "";
+  let pending = "";
+  try {
+    const url = await until("the running line", () => /a2a-resident: running .*A2A listener (http:\/\/127\.0\.0\.1:\d+)/.exec(resident.stderr())?.[1], 120_000, resident);
+    // Stays up although its input is at end of file.
+    await new Promise((r) => setTimeout(r, 1_000));
+    assert.equal(resident.child.exitCode, null, resident.stderr());
+    const send = async (text: string, configuration: Record<string, unknown> = {}) => {
+      const res = await fetch(`${url}/message:send`, {
+        method: "POST",
+        headers: { Authorization: `Bearer ${TOKEN}`, "Content-Type": "application/json" },
+        body: JSON.stringify({ message: { messageId: randomUUID(), role: "ROLE_USER", parts: [{ text }] }, configuration }),
+      });
+      assert.equal(res.status, 200, await res.clone().text());
+      return (await res.json()).task;
+    };
+    const task = await send("hello from a service manager");
+    assert.equal(task.status.state, "TASK_STATE_COMPLETED", JSON.stringify(task));
+    assert.match(task.artifacts.at(-1).parts[0].text, /hello from a service manager/);
+    taskId = task.id;
+    // An acceptance right before SIGTERM is durable too.
+    pending = (await send("accepted just before the stop", { returnImmediately: true })).id;
+    resident.child.kill("SIGTERM");
+    exitCode = await stop(resident);
+  } finally {
+    if (resident.child.exitCode === null) resident.child.kill("SIGKILL");
+  }
+  assert.equal(exitCode, 0, resident.stderr());
+  assert.match(resident.stderr(), /"event":"a2a_server_stopped"/);
+  // Nothing lost: the store reopens (its lock was released) with both Tasks.
+  const plane = TaskPlane.open(resident.storeRoot);
+  try {
+    const done = await plane.getTask("ops", taskId);
+    assert.equal((done?.status as { state: string }).state, "TASK_STATE_COMPLETED");
+    assert.ok(await plane.getTask("ops", pending), "the last acceptance survived the stop");
+  } finally {
+    plane.close();
+  }
+  // The log file has the same events, and no token anywhere.
+  const logFile = readFileSync(join(resident.storeRoot, "logs", "task-plane.log"), "utf8");
+  assert.match(logFile, /"event":"a2a_turn_started"/);
+  assert.doesNotMatch(logFile + resident.stderr(), new RegExp(TOKEN));
+});
+
+test("a headless start failure is one line with the cause and the fix, and exit 1", async (t) => {
+  await t.test("store root held by another process", async () => {
+    const root = join(mkdtempSync(join(tmpdir(), "pi-headless-held-")), "task-plane");
+    const holder = TaskPlane.open(root);
+    try {
+      const resident = startResident({}, root);
+      const code = await stop(resident, 120_000);
+      assert.equal(code, 1, resident.stderr());
+      const last = resident.stderr().trim().split("\n").at(-1) ?? "";
+      assert.match(last, /^a2a-resident: A2A task plane not started: task-plane store .* is already open .*CHANNELS_TASK_STORE_PATH/);
+      assert.doesNotMatch(resident.stderr(), /^\s+at /m, "no stack trace");
+    } finally {
+      holder.close();
+    }
+  });
+  await t.test("port taken", async () => {
+    const server = createServer();
+    await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+    const port = (server.address() as { port: number }).port;
+    try {
+      const resident = startResident({ A2A_PORT: String(port) });
+      const code = await stop(resident, 120_000);
+      assert.equal(code, 1, resident.stderr());
+      const last = resident.stderr().trim().split("\n").at(-1) ?? "";
+      assert.match(last, /^a2a-resident: A2A task plane not started: A2A_HOST\/A2A_PORT: cannot listen on .*set A2A_PORT to a free port/);
+      assert.doesNotMatch(resident.stderr(), /^\s+at /m, "no stack trace");
+    } finally {
+      server.close();
+    }
+  });
+});
+
+test("run.sh --help prints its usage and changes nothing; without a terminal it points to --headless", async () => {
+  const home = mkdtempSync(join(tmpdir(), "pi-runsh-"));
+  const run = (args: string[]) =>
+    new Promise<{ code: number | null; out: string; err: string }>((resolve) => {
+      const child = spawn("bash", [join(repoRoot, "tools/run.sh"), ...args], {
+        env: { ...process.env, HOME: home, XDG_DATA_HOME: join(home, "data"), A2A_CREDENTIALS_PATH: "" },
+        stdio: ["ignore", "pipe", "pipe"],
+      });
+      let out = "";
+      let err = "";
+      child.stdout.on("data", (d) => (out += d));
+      child.stderr.on("data", (d) => (err += d));
+      child.once("exit", (code) => resolve({ code, out, err }));
+    });
+  const help = await run(["--help"]);
+  assert.equal(help.code, 0);
+  assert.match(help.out, /--headless/);
+  assert.match(help.out, /--demo/);
+  assert.match(help.out, /A2A_CREDENTIALS_PATH/);
+  const noTty = await run(["--demo"]);
+  assert.equal(noTty.code, 2);
+  assert.match(noTty.err, /use: bash tools\/run\.sh --headless --demo/);
+  // Neither created the credentials file or anything else.
+  assert.throws(() => readFileSync(join(home, "data", "outfitter", "channels", "a2a-credentials.json")));
+});
