@@ -141,12 +141,20 @@ export default function a2aTaskPlane(pi: ExtensionAPI): void {
     }
     startedBridge.watchActivity((err, batch) => {
       if (err || !batch) return;
+      // What happens is in the log as well (a service has no screen): arrivals and every
+      // status change except the notes that keep a Task's state.
+      for (const a of batch) {
+        if (!a.state) log("a2a_task_arrived", { taskId: a.taskId });
+        else if (a.state !== "TASK_STATE_WORKING" && a.state !== "TASK_STATE_SUBMITTED")
+          log("a2a_task_state", { taskId: a.taskId, state: a.state, message: a.message });
+      }
       ui?.activity(batch);
-      ui?.update({ waiting: startedBridge.waiting, held: startedBridge.held ?? undefined });
+      ui?.update({ waiting: startedBridge.waiting });
     });
-    driver = new TaskSessionDriver(pi, startedBridge, () => context, join(plane.root, "sessions"), log, (active) =>
-      ui?.update({ active, waiting: startedBridge.waiting, held: startedBridge.held ?? undefined }),
+    const startedDriver = new TaskSessionDriver(pi, startedBridge, () => context, join(plane.root, "sessions"), log, () =>
+      ui?.update({ active: startedDriver.active, waiting: startedBridge.waiting, held: startedBridge.held ?? undefined }),
     );
+    driver = startedDriver;
     driver.start();
     ui.update({ url: listener?.url, waiting: startedBridge.waiting });
     if (listener) {

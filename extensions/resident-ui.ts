@@ -83,9 +83,8 @@ export function footerText(state: FooterState): string {
 /** Lines for `/a2a tasks`. */
 export function taskLines(tasks: TaskSummary[], now = Date.now()): string {
   if (tasks.length === 0) return "No A2A tasks.";
-  return tasks
-    .map((t) => `${t.taskId}  ${t.principal.padEnd(12)} ${stateName(t.state).padEnd(15)} ${age(t.statusMs, now)}`)
-    .join("\n");
+  const lines = tasks.map((t) => `${t.taskId}  ${t.principal.padEnd(12)} ${stateName(t.state).padEnd(15)} ${age(t.statusMs, now)}`);
+  return [`A2A tasks, newest status first (${tasks.length}; /a2a show <id> for one):`, ...lines].join("\n");
 }
 
 type A2APart = { text?: string; data?: unknown; url?: string; raw?: string; filename?: string };

@@ -55,8 +55,9 @@ export function sessionIdFor(taskId: string): string {
 
 export type Log = (event: string, fields?: Record<string, unknown>, level?: "debug" | "info" | "warn" | "error") => void;
 
-/** What the driver tells the UI: the Task being worked on, or none. */
-export type TurnListener = (taskId: string | undefined) => void;
+/** Called when the driver's state changes (a turn starts or ends, the queue is held or
+ * released), so the UI can show it. */
+export type ChangeListener = () => void;
 
 export class TaskSessionDriver {
   private stopped = false;
@@ -68,7 +69,9 @@ export class TaskSessionDriver {
   private readonly ctx: () => ExtensionContext | undefined;
   private readonly sessionsDir: string;
   private readonly log: Log;
-  private readonly onTurn: TurnListener;
+  private readonly onChange: ChangeListener;
+  /** The Task whose turn runs now. */
+  active: string | undefined;
 
   constructor(
     pi: ExtensionAPI,
@@ -76,14 +79,14 @@ export class TaskSessionDriver {
     ctx: () => ExtensionContext | undefined,
     sessionsDir: string,
     log: Log,
-    onTurn: TurnListener = () => undefined,
+    onChange: ChangeListener = () => undefined,
   ) {
     this.pi = pi;
     this.bridge = bridge;
     this.ctx = ctx;
     this.sessionsDir = sessionsDir;
     this.log = log;
-    this.onTurn = onTurn;
+    this.onChange = onChange;
   }
 
   start(): void {
@@ -134,6 +137,7 @@ export class TaskSessionDriver {
           this.log("a2a_wake_error", { message: String(err) }, "error");
           return;
         }
+        this.onChange();
       }
       if (problem) {
         await this.rest(1_000);
@@ -148,13 +152,15 @@ export class TaskSessionDriver {
       }
       if (!wake || this.stopped) continue;
       let reason: string | undefined;
-      this.onTurn(wake.taskId);
+      this.active = wake.taskId;
+      this.onChange();
       try {
         await this.runTurn(wake);
       } catch (err) {
         reason = err instanceof Error ? err.message : String(err);
       }
-      this.onTurn(undefined);
+      this.active = undefined;
+      this.onChange();
       if (this.stopped) {
         // Aborted by shutdown: the claim stays WOKEN and the next start offers it again.
         this.log("a2a_turn_aborted", { taskId: wake.taskId, delivery: wake.delivery });

@@ -40,8 +40,8 @@ fn plane_error(err: PlaneError) -> Error {
 /// A state named as on the wire (`TASK_STATE_WORKING`) or as stored (`working`).
 fn parse_state_name(name: &str) -> Result<TaskState> {
     let wire_name = name.trim();
-    if let Some(state) = wire::TaskState::from_str_name(wire_name)
-        .and_then(wire::convert::state_from_wire)
+    if let Some(state) =
+        wire::TaskState::from_str_name(wire_name).and_then(wire::convert::state_from_wire)
     {
         return Ok(state);
     }
@@ -502,7 +502,9 @@ impl TaskPlane {
                     principal: t.principal,
                     context_id: t.context_id,
                     source: t.source,
-                    state: wire::convert::state_to_wire(t.state).as_str_name().to_string(),
+                    state: wire::convert::state_to_wire(t.state)
+                        .as_str_name()
+                        .to_string(),
                     status_ms: t.status_ms as f64,
                     created_ms: t.created_ms as f64,
                 })
@@ -1000,7 +1002,10 @@ pub fn configure_logging(options: LoggingOptions) -> Result<String> {
 /// Writes one structured log line `{ts, level, event, ...fields}` through the same sink as
 /// the Rust core, so an event name means one thing in both. `level`: `debug`, `info`
 /// (default), `warn` or `error`. Secret-named fields (`token`, ...) are redacted.
-#[napi(catch_unwind, ts_args_type = "event: string, fields?: Record<string, unknown> | undefined | null, level?: \"debug\" | \"info\" | \"warn\" | \"error\" | undefined | null")]
+#[napi(
+    catch_unwind,
+    ts_args_type = "event: string, fields?: Record<string, unknown> | undefined | null, level?: \"debug\" | \"info\" | \"warn\" | \"error\" | undefined | null"
+)]
 pub fn log(event: String, fields: Option<Value>, level: Option<String>) -> Result<()> {
     let level = crate::log::parse_level(level.as_deref().unwrap_or("info")).map_err(invalid_arg)?;
     crate::log::event_at(level, &event, fields.unwrap_or(Value::Null));
@@ -1153,7 +1158,9 @@ impl From<crate::events::Activity> for TaskActivity {
     fn from(a: crate::events::Activity) -> Self {
         TaskActivity {
             task_id: a.task_id,
-            state: a.state.map(|s| wire::convert::state_to_wire(s).as_str_name().to_string()),
+            state: a
+                .state
+                .map(|s| wire::convert::state_to_wire(s).as_str_name().to_string()),
             message: a.message,
         }
     }
@@ -1271,7 +1278,10 @@ impl AgentBridge {
     /// every Task, for the person watching the resident), from a thread that ends on
     /// `close()`. The callback never keeps Node's event loop alive. One watcher per bridge:
     /// a second call replaces the first.
-    #[napi(catch_unwind, ts_args_type = "callback: (err: Error | null, batch: TaskActivity[]) => void")]
+    #[napi(
+        catch_unwind,
+        ts_args_type = "callback: (err: Error | null, batch: TaskActivity[]) => void"
+    )]
     pub fn watch_activity(
         &self,
         callback: ThreadsafeFunction<Vec<TaskActivity>, (), Vec<TaskActivity>, Status, true, true>,
@@ -1298,7 +1308,12 @@ impl AgentBridge {
                     callback.call(Ok(batch), ThreadsafeFunctionCallMode::NonBlocking);
                 }
             })
-            .map_err(|e| Error::new(Status::GenericFailure, format!("cannot start the activity thread: {e}")))?;
+            .map_err(|e| {
+                Error::new(
+                    Status::GenericFailure,
+                    format!("cannot start the activity thread: {e}"),
+                )
+            })?;
         Ok(())
     }
 

@@ -76,6 +76,8 @@ struct Channels {
     tasks: HashMap<String, broadcast::Sender<TaskEvent>>,
     /// Activity watchers by id; a watcher whose receiver is gone is dropped on send.
     activity: Vec<(u64, mpsc::Sender<Activity>)>,
+    /// Acceptance watchers (wake queues) by id; never lag, never poll.
+    accepted: Vec<(u64, mpsc::Sender<Accepted>)>,
     next_watcher: u64,
 }
 
@@ -136,10 +138,22 @@ impl EventBus {
         (id, rx)
     }
 
-    /// Ends the watch `id`: its receiver's `recv` returns an error.
+    /// Watches acceptances (for the wake queue): a blocking receiver that misses nothing,
+    /// until [`EventBus::unwatch`] is called with the returned id.
+    pub fn watch_accepted(&self) -> (u64, mpsc::Receiver<Accepted>) {
+        let (tx, rx) = mpsc::channel();
+        let mut channels = self.channels.lock().unwrap_or_else(|p| p.into_inner());
+        channels.next_watcher += 1;
+        let id = channels.next_watcher;
+        channels.accepted.push((id, tx));
+        (id, rx)
+    }
+
+    /// Ends the watch `id` (of either kind): its receiver's `recv` returns an error.
     pub fn unwatch(&self, id: u64) {
         let mut channels = self.channels.lock().unwrap_or_else(|p| p.into_inner());
         channels.activity.retain(|(w, _)| *w != id);
+        channels.accepted.retain(|(w, _)| *w != id);
     }
 
     pub(crate) fn publish(&self, event: TaskEvent) {
@@ -164,14 +178,17 @@ impl EventBus {
     }
 
     pub(crate) fn publish_accepted(&self, accepted: Accepted) {
-        self.channels
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .send_activity(Activity {
+        {
+            let mut channels = self.channels.lock().unwrap_or_else(|p| p.into_inner());
+            channels.send_activity(Activity {
                 task_id: accepted.task_id.clone(),
                 state: None,
                 message: None,
             });
+            channels
+                .accepted
+                .retain(|(_, tx)| tx.send(accepted.clone()).is_ok());
+        }
         let _ = self.accepted.send(accepted);
     }
 }

@@ -327,12 +327,7 @@ impl<S: Subscriber> Layer<S> for JsonLines {
         }
         line.push('\n');
         let bytes = line.into_bytes();
-        if let Some(file) = sink
-            .file
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .as_mut()
-        {
+        if let Some(file) = sink.file.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
             // A log write that fails (disk full) must not take the plane down with it.
             let _ = file.write_line(&bytes);
         }

@@ -179,6 +179,8 @@ struct State {
 
 struct Inner {
     plane: TaskPlane,
+    /// The acceptance watch that feeds this queue (ended by `close`).
+    watch: u64,
     options: QueueOptions,
     state: Mutex<State>,
     changed: Condvar,
@@ -199,10 +201,13 @@ impl WakeQueue {
 
     /// [`WakeQueue::start`] with explicit pacing.
     pub fn start_with(plane: TaskPlane, options: QueueOptions) -> Result<WakeQueue, PlaneError> {
-        let mut accepted = plane.events().subscribe_accepted();
+        // Watch before replaying, so nothing accepted in between is missed (admission is
+        // idempotent per Task).
+        let (watch, accepted) = plane.events().watch_accepted();
         let queue = WakeQueue {
             inner: Arc::new(Inner {
                 plane: plane.clone(),
+                watch,
                 options,
                 state: Mutex::new(State::default()),
                 changed: Condvar::new(),
@@ -215,44 +220,16 @@ impl WakeQueue {
         std::thread::Builder::new()
             .name("task-plane-wakes".into())
             .spawn(move || {
-                // Polls so that close() is noticed promptly without a wake-up channel.
-                while !feeder.is_closed() {
-                    match accepted.try_recv() {
-                        Ok(a) => feeder.admit(a),
-                        Err(tokio::sync::broadcast::error::TryRecvError::Lagged(n)) => {
-                            // Acceptances were missed: the store still has them, so admit
-                            // again from it (admission is idempotent per Task).
-                            crate::log::warn("a2a_wake_lagged", json!({ "missed": n }));
-                            feeder.resync();
-                        }
-                        Err(tokio::sync::broadcast::error::TryRecvError::Closed) => return,
-                        Err(tokio::sync::broadcast::error::TryRecvError::Empty) => {
-                            std::thread::sleep(Duration::from_millis(2))
-                        }
-                    }
+                // Blocks until an acceptance arrives; close() ends the watch, which ends
+                // this loop. Nothing polls while the resident idles.
+                while let Ok(a) = accepted.recv() {
+                    feeder.admit(a);
                 }
             })
             .map_err(|e| {
                 PlaneError::FailedPrecondition(format!("cannot start the wake thread: {e}"))
             })?;
         Ok(queue)
-    }
-
-    /// Re-admits every eligible activation from the store except the active turn's own.
-    fn resync(&self) {
-        let Ok(wakes) = self.inner.plane.wakes_to_replay() else {
-            return;
-        };
-        let active = self
-            .lock()
-            .active
-            .as_ref()
-            .map(|a| a.pending.accepted.activation_id.clone());
-        for wake in wakes {
-            if active.as_deref() != Some(wake.activation_id.as_str()) {
-                self.admit(wake);
-            }
-        }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
@@ -265,6 +242,7 @@ impl WakeQueue {
 
     /// Stops the queue: `next_wake` returns `None`, authority ends. Idempotent.
     pub fn close(&self) {
+        self.inner.plane.events().unwatch(self.inner.watch);
         let mut state = self.lock();
         state.closed = true;
         state.active = None;

@@ -34,7 +34,11 @@ fn log_lines_go_to_the_rotating_file_filtered_by_a2a_log_with_secrets_redacted()
     );
     log::event_at(tracing::Level::DEBUG, "a2a_test_debug", json!({}));
     let written = lines(&path);
-    assert_eq!(written.len(), 1, "debug is below the default info: {written:?}");
+    assert_eq!(
+        written.len(),
+        1,
+        "debug is below the default info: {written:?}"
+    );
     let line = &written[0];
     assert_eq!(line["event"], "a2a_test_event");
     assert_eq!(line["level"], "info");
@@ -42,7 +46,9 @@ fn log_lines_go_to_the_rotating_file_filtered_by_a2a_log_with_secrets_redacted()
     assert_eq!(line["taskId"], "t-1");
     assert_eq!(line["token"], "[redacted]");
     assert_eq!(line["headers"]["Authorization"], "[redacted]");
-    assert!(!std::fs::read_to_string(&path).unwrap().contains("secret-token-value"));
+    assert!(!std::fs::read_to_string(&path)
+        .unwrap()
+        .contains("secret-token-value"));
 
     // A2A_LOG=warn keeps warnings only; a bad filter is refused naming the variable and
     // changes nothing.

@@ -680,7 +680,10 @@ fn an_answer_arriving_during_the_turn_is_offered_once_not_alongside_the_old_acti
 
 fn status_text(plane: &TaskPlane, task: &str) -> (TaskState, String) {
     let t = plane.task(task, Some(0), false).unwrap().unwrap();
-    (t.state, t.status_message.map(|m| m.text()).unwrap_or_default())
+    (
+        t.state,
+        t.status_message.map(|m| m.text()).unwrap_or_default(),
+    )
 }
 
 #[test]
@@ -759,7 +762,10 @@ fn a_held_queue_delivers_nothing_and_each_waiting_task_says_why_until_released()
         .unwrap()
         .task_id
         .unwrap();
-    assert!(queue.next_wake(Duration::from_millis(200)).is_none(), "nothing is delivered while held");
+    assert!(
+        queue.next_wake(Duration::from_millis(200)).is_none(),
+        "nothing is delivered while held"
+    );
     for task in [&before, &after] {
         let (state, text) = status_text(&plane, task);
         assert_eq!(state, TaskState::Submitted);
@@ -768,7 +774,10 @@ fn a_held_queue_delivers_nothing_and_each_waiting_task_says_why_until_released()
     queue.hold(None);
     let wake = queue.next_wake(LONG).expect("released");
     assert_eq!(wake.task_id, before);
-    assert_eq!(status_text(&plane, &before), (TaskState::Working, String::new()));
+    assert_eq!(
+        status_text(&plane, &before),
+        (TaskState::Working, String::new())
+    );
     queue.close();
 }
 

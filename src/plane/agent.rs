@@ -377,18 +377,37 @@ impl TaskPlane {
         let now = self.now();
         self.write_publishing(move |tx| {
             let conn = tx.conn();
-            rows::push_claim_state(conn, &activation_id, "WAKE_FAILED", None, Some(&reason), now)?;
+            rows::push_claim_state(
+                conn,
+                &activation_id,
+                "WAKE_FAILED",
+                None,
+                Some(&reason),
+                now,
+            )?;
             unhealthy_wake_evidence(conn, &kind, &activation_id, &task_id, &reason, now)?;
             let newest: Option<String> = conn
                 .prepare_cached("SELECT MAX(activation_id) FROM claims WHERE task_id = ?1")?
                 .query_row([&task_id], |r| r.get(0))?;
             let mut published = vec![];
             if let Some(task) = rows::task_by_id(conn, &task_id)? {
-                let waiting_for_caller = task.record.state.is_interrupted() && task.record.input_request_open;
-                if newest.as_deref() == Some(activation_id.as_str()) && !task.record.state.is_terminal() && !waiting_for_caller {
-                    let message = MessageRecord::agent(vec![crate::record::PartRecord::text(caller_message)]);
+                let waiting_for_caller =
+                    task.record.state.is_interrupted() && task.record.input_request_open;
+                if newest.as_deref() == Some(activation_id.as_str())
+                    && !task.record.state.is_terminal()
+                    && !waiting_for_caller
+                {
+                    let message =
+                        MessageRecord::agent(vec![crate::record::PartRecord::text(caller_message)]);
                     rows::append_history(conn, &task, &message)?;
-                    rows::set_status(conn, task.seq, TaskState::Failed, Some(&message), now, Some(false))?;
+                    rows::set_status(
+                        conn,
+                        task.seq,
+                        TaskState::Failed,
+                        Some(&message),
+                        now,
+                        Some(false),
+                    )?;
                     published.push(status(&task, TaskState::Failed, Some(&message), now));
                 }
             }
