@@ -134,7 +134,7 @@ export default function a2aTaskPlane(pi: ExtensionAPI): void {
         "error",
       );
     }
-    const problem = modelProblem(ctx);
+    const problem = await modelProblem(ctx);
     if (problem) {
       log("a2a_no_model", { message: problem }, "warn");
       ui.notify(`A2A: ${problem}.`, "warning");
@@ -168,8 +168,9 @@ export default function a2aTaskPlane(pi: ExtensionAPI): void {
   pi.on("model_select", async (_event, ctx) => {
     context = ctx;
     if (!driver) return;
-    const problem = modelProblem(ctx);
-    if (!problem) ui?.notify(`A2A: model ${ctx.model?.provider}/${ctx.model?.id} selected; waiting tasks are worked on now.`, "info");
+    if (bridge?.held && !(await modelProblem(ctx))) {
+      ui?.notify(`A2A: model ${ctx.model?.provider}/${ctx.model?.id} selected; the waiting tasks are worked on now.`, "info");
+    }
     driver.poke();
   });
 

@@ -19,16 +19,18 @@ import { registerTaskTools } from "./task-tools.ts";
 
 /** Why the resident cannot work Tasks with its current model, or `undefined` when it can.
  * Pi's placeholder model (provider and id `unknown`) is no model; a model whose provider
- * has no key or login configured cannot answer either. */
-export function modelProblem(ctx: ExtensionContext | undefined): string | undefined {
+ * has no key or login configured cannot answer either. (The credentials Pi resolves for
+ * the check are not kept.) */
+export async function modelProblem(ctx: ExtensionContext | undefined): Promise<string | undefined> {
   const model = ctx?.model;
   if (!ctx || !model || model.provider === "unknown" || model.id === "unknown") {
     return "the resident Pi has no model selected, so tasks wait until one is (select one with /model or /login in Pi, or start it with --model)";
   }
-  if (!ctx.modelRegistry.hasConfiguredAuth(model)) {
-    return `the resident Pi's model ${model.provider}/${model.id} has no API key or login configured, so tasks wait until it has one (use /login in Pi, or choose another model with /model)`;
-  }
-  return undefined;
+  if (ctx.modelRegistry.hasConfiguredAuth(model)) return undefined;
+  // Providers registered at run time (or needing no key) are not in the configured set.
+  const auth = await ctx.modelRegistry.getApiKeyAndHeaders(model);
+  if (auth.ok) return undefined;
+  return `the resident Pi's model ${model.provider}/${model.id} cannot be used (${auth.error}), so tasks wait until it can (use /login in Pi, or choose another model with /model)`;
 }
 
 /** This package's root: its own extension must never load into a task session. */
@@ -129,7 +131,7 @@ export class TaskSessionDriver {
     while (!this.stopped) {
       // Without a usable model no wake is taken (none would succeed): the queue is held,
       // and each waiting Task's status tells its caller why, until a model is selected.
-      const problem = modelProblem(this.ctx());
+      const problem = await modelProblem(this.ctx());
       if (problem !== (this.bridge.held ?? undefined)) {
         try {
           await this.bridge.hold(problem ?? null);

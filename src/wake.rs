@@ -74,7 +74,7 @@ pub struct TurnError {
 /// Human-readable seconds for a status message (`5 s`, `2 min`).
 fn spoken(delay: Duration) -> String {
     let secs = delay.as_secs();
-    if secs >= 120 && secs % 60 == 0 {
+    if secs >= 120 && secs.is_multiple_of(60) {
         format!("{} min", secs / 60)
     } else if secs >= 1 {
         format!("{secs} s")

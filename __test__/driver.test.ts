@@ -1,0 +1,77 @@
+// The session driver against the real addon, with a stand-in for Pi's context: without a
+// usable model it takes no wake and holds the queue (each waiting Task says why); once a
+// model is selected it releases the queue, and a turn that fails tells the caller why.
+import assert from "node:assert/strict";
+import { mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import test from "node:test";
+import type { ExtensionAPI, ExtensionContext } from "@earendil-works/pi-coding-agent";
+import { AgentBridge, TaskPlane } from "../index.js";
+import { modelProblem, TaskSessionDriver } from "../extensions/task-sessions.ts";
+
+type Status = { state: string; message?: { parts: { text: string }[] } };
+
+async function statusOf(plane: TaskPlane, principal: string, taskId: string): Promise<Status> {
+  return ((await plane.getTask(principal, taskId)) as { status: Status }).status;
+}
+
+async function until(what: string, probe: () => Promise<boolean> | boolean, ms = 10_000): Promise<void> {
+  for (const deadline = Date.now() + ms; !(await probe()); ) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+test("Pi's `unknown` placeholder is no model; a model without credentials is none either", async () => {
+  const registry = (configured: boolean, auth: { ok: boolean; error?: string }) =>
+    ({ hasConfiguredAuth: () => configured, getApiKeyAndHeaders: async () => auth }) as unknown as ExtensionContext["modelRegistry"];
+  const ctx = (model: unknown, modelRegistry = registry(true, { ok: true })) => ({ model, modelRegistry }) as unknown as ExtensionContext;
+  assert.match((await modelProblem(ctx({ provider: "unknown", id: "unknown" }))) ?? "", /no model selected/);
+  assert.match((await modelProblem(ctx(undefined))) ?? "", /no model selected/);
+  assert.equal(await modelProblem(ctx({ provider: "anthropic", id: "claude" })), undefined);
+  const noKey = registry(false, { ok: false, error: 'No API key found for "anthropic"' });
+  assert.match((await modelProblem(ctx({ provider: "anthropic", id: "claude" }, noKey))) ?? "", /anthropic\/claude cannot be used \(No API key found/);
+  assert.equal(await modelProblem(ctx({ provider: "local", id: "m" }, registry(false, { ok: true }))), undefined);
+});
+
+test("the driver holds the queue without a usable model, releases it once one is selected, and a failed turn says why", async () => {
+  const root = join(mkdtempSync(join(tmpdir(), "driver-")), "task-plane");
+  const plane = TaskPlane.open(root);
+  const bridge = AgentBridge.start(plane);
+  const context = {
+    cwd: root,
+    model: { provider: "unknown", id: "unknown" } as unknown,
+    thinkingLevel: "off",
+    modelRegistry: { hasConfiguredAuth: () => true, getApiKeyAndHeaders: async () => ({ ok: true }), getProvider: () => undefined },
+  };
+  const pi = { getThinkingLevel: () => "off" } as unknown as ExtensionAPI;
+  const logged: string[] = [];
+  const driver = new TaskSessionDriver(pi, bridge, () => context as unknown as ExtensionContext, join(root, "sessions"), (event) => void logged.push(event));
+  driver.start();
+  try {
+    await until("the hold", () => bridge.held !== null && bridge.held !== undefined);
+    const accepted = await plane.acceptInContext("alice", { messageId: "m-1", role: "ROLE_USER", parts: [{ text: "hi" }] });
+    const taskId = accepted.taskId as string;
+    await until("the note", async () => (await statusOf(plane, "alice", taskId)).message !== undefined);
+    const held = await statusOf(plane, "alice", taskId);
+    assert.equal(held.state, "TASK_STATE_SUBMITTED");
+    assert.match(held.message?.parts[0].text ?? "", /no model selected/);
+    assert.equal(logged.length, 0, "no turn was tried");
+
+    // A model is selected (one this stand-in cannot run): the queue is released, the turn
+    // is tried, fails, and the Task says why and when it is tried again.
+    context.model = { provider: "nowhere", id: "no-such-model", api: "openai-completions" };
+    driver.poke();
+    await until("the failed turn's note", async () => /turn on this task failed/.test((await statusOf(plane, "alice", taskId)).message?.parts[0].text ?? ""), 30_000);
+    assert.equal(bridge.held ?? null, null);
+    const failed = await statusOf(plane, "alice", taskId);
+    assert.equal(failed.state, "TASK_STATE_WORKING");
+    assert.match(failed.message?.parts[0].text ?? "", /It tries again in 5 s \(retry 1 of 3\)/);
+    assert.ok(logged.includes("a2a_turn_ended"), logged.join(","));
+  } finally {
+    await driver.stop();
+    bridge.close();
+    plane.close();
+  }
+});
