@@ -82,6 +82,12 @@ struct Channels {
 }
 
 impl Channels {
+    /// A watch id, unique across both kinds of watch.
+    fn next_id(&mut self) -> u64 {
+        self.next_watcher += 1;
+        self.next_watcher
+    }
+
     fn send_activity(&mut self, activity: Activity) {
         if self.activity.is_empty() {
             return;
@@ -132,8 +138,7 @@ impl EventBus {
     pub fn watch_activity(&self) -> (u64, mpsc::Receiver<Activity>) {
         let (tx, rx) = mpsc::channel();
         let mut channels = self.channels.lock().unwrap_or_else(|p| p.into_inner());
-        channels.next_watcher += 1;
-        let id = channels.next_watcher;
+        let id = channels.next_id();
         channels.activity.push((id, tx));
         (id, rx)
     }
@@ -143,8 +148,7 @@ impl EventBus {
     pub fn watch_accepted(&self) -> (u64, mpsc::Receiver<Accepted>) {
         let (tx, rx) = mpsc::channel();
         let mut channels = self.channels.lock().unwrap_or_else(|p| p.into_inner());
-        channels.next_watcher += 1;
-        let id = channels.next_watcher;
+        let id = channels.next_id();
         channels.accepted.push((id, tx));
         (id, rx)
     }
@@ -158,12 +162,15 @@ impl EventBus {
 
     pub(crate) fn publish(&self, event: TaskEvent) {
         let mut channels = self.channels.lock().unwrap_or_else(|p| p.into_inner());
-        if let TaskEvent::Status {
-            task_id,
-            state,
-            message,
-            ..
-        } = &event
+        if let (
+            false,
+            TaskEvent::Status {
+                task_id,
+                state,
+                message,
+                ..
+            },
+        ) = (channels.activity.is_empty(), &event)
         {
             channels.send_activity(Activity {
                 task_id: task_id.clone(),
@@ -180,11 +187,13 @@ impl EventBus {
     pub(crate) fn publish_accepted(&self, accepted: Accepted) {
         {
             let mut channels = self.channels.lock().unwrap_or_else(|p| p.into_inner());
-            channels.send_activity(Activity {
-                task_id: accepted.task_id.clone(),
-                state: None,
-                message: None,
-            });
+            if !channels.activity.is_empty() {
+                channels.send_activity(Activity {
+                    task_id: accepted.task_id.clone(),
+                    state: None,
+                    message: None,
+                });
+            }
             channels
                 .accepted
                 .retain(|(_, tx)| tx.send(accepted.clone()).is_ok());
