@@ -151,6 +151,11 @@ export declare class TaskPlane {
    */
   getTask(principal: string, taskId: string, historyLength?: number | undefined | null): Promise<Record<string, unknown> | null>
   /**
+   * The folder of a Task's own Pi session, `<root>/sessions/<taskId>/`, created durably
+   * (mode 0700, each new folder's parent fsynced) if needed.
+   */
+  sessionDir(taskId: string): Promise<string>
+  /**
    * The operator's view: the newest-status Tasks of every principal (at most `limit`,
    * default 20), optionally only those in `state` (`TASK_STATE_WORKING` or `working`).
    * Never expose this to callers: it crosses principals.

@@ -47,7 +47,9 @@ test("the driver holds the queue without a usable model, releases it once one is
   };
   const pi = { getThinkingLevel: () => "off" } as unknown as ExtensionAPI;
   const logged: string[] = [];
-  const driver = new TaskSessionDriver(pi, bridge, () => context as unknown as ExtensionContext, join(root, "sessions"), (event) => void logged.push(event));
+  const driver = new TaskSessionDriver(pi, bridge, () => context as unknown as ExtensionContext, (id) => plane.sessionDir(id), (event) =>
+    void logged.push(event),
+  );
   driver.start();
   try {
     await until("the hold", () => bridge.held !== null && bridge.held !== undefined);

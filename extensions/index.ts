@@ -151,7 +151,8 @@ export default function a2aTaskPlane(pi: ExtensionAPI): void {
       ui?.activity(batch);
       ui?.update({ waiting: startedBridge.waiting });
     });
-    const startedDriver = new TaskSessionDriver(pi, startedBridge, () => context, join(plane.root, "sessions"), log, () =>
+    const startedPlane = plane;
+    const startedDriver = new TaskSessionDriver(pi, startedBridge, () => context, (taskId) => startedPlane.sessionDir(taskId), log, () =>
       ui?.update({ active: startedDriver.active, waiting: startedBridge.waiting, held: startedBridge.held ?? undefined }),
     );
     driver = startedDriver;

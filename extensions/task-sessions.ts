@@ -2,7 +2,7 @@
 // own durable Pi session (created on first use, reopened afterwards), in process, with
 // the resident's current model and thinking level and only the task tools. It reports the
 // turn's end to the queue, which clears the turn's authority.
-import { mkdirSync, realpathSync } from "node:fs";
+import { realpathSync } from "node:fs";
 import { dirname, join, sep } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { ExtensionAPI, ExtensionContext, ExtensionFactory } from "@earendil-works/pi-coding-agent";
@@ -69,7 +69,8 @@ export class TaskSessionDriver {
   private readonly pi: ExtensionAPI;
   private readonly bridge: AgentBridge;
   private readonly ctx: () => ExtensionContext | undefined;
-  private readonly sessionsDir: string;
+  /** Creates (durably) and returns the folder of a Task's session. */
+  private readonly sessionDir: (taskId: string) => Promise<string>;
   private readonly log: Log;
   private readonly onChange: ChangeListener;
   /** The Task whose turn runs now. */
@@ -79,14 +80,14 @@ export class TaskSessionDriver {
     pi: ExtensionAPI,
     bridge: AgentBridge,
     ctx: () => ExtensionContext | undefined,
-    sessionsDir: string,
+    sessionDir: (taskId: string) => Promise<string>,
     log: Log,
     onChange: ChangeListener = () => undefined,
   ) {
     this.pi = pi;
     this.bridge = bridge;
     this.ctx = ctx;
-    this.sessionsDir = sessionsDir;
+    this.sessionDir = sessionDir;
     this.log = log;
     this.onChange = onChange;
   }
@@ -183,8 +184,7 @@ export class TaskSessionDriver {
     const model = ctx?.model;
     if (!ctx || !model) throw new Error("the resident Pi has no model selected");
     const cwd = ctx.cwd;
-    const dir = join(this.sessionsDir, wake.taskId);
-    mkdirSync(dir, { recursive: true, mode: 0o700 });
+    const dir = await this.sessionDir(wake.taskId);
     const id = sessionIdFor(wake.taskId);
     const existing = SessionManager.findById(cwd, id, dir);
     const sessionManager = existing ? SessionManager.open(existing, dir) : SessionManager.create(cwd, dir, { id });

@@ -481,6 +481,19 @@ impl TaskPlane {
         })
     }
 
+    /// The folder of a Task's own Pi session, `<root>/sessions/<taskId>/`, created durably
+    /// (mode 0700, each new folder's parent fsynced) if needed.
+    #[napi(ts_return_type = "Promise<string>")]
+    pub fn session_dir(&self, task_id: String) -> AsyncTask<PlaneCall<String>> {
+        let plane = self.plane.clone();
+        PlaneCall::new(move || {
+            plane
+                .session_dir(&task_id)
+                .map(|p| p.display().to_string())
+                .map_err(plane_error)
+        })
+    }
+
     /// The operator's view: the newest-status Tasks of every principal (at most `limit`,
     /// default 20), optionally only those in `state` (`TASK_STATE_WORKING` or `working`).
     /// Never expose this to callers: it crosses principals.

@@ -425,3 +425,80 @@ fn a_closed_plane_refuses_work_clearly() {
     assert!(err.to_string().contains("closed"), "{err}");
     assert!(plane.get_task("alice", "t", None, false).is_err());
 }
+
+/// The index of the first trace entry matching `what`, or a panic showing the trace.
+fn position(trace: &[String], what: &str) -> usize {
+    trace
+        .iter()
+        .position(|t| t == what)
+        .unwrap_or_else(|| panic!("`{what}` is not in the trace: {trace:#?}"))
+}
+
+#[test]
+fn a_new_store_root_and_its_parents_are_fsynced_into_their_parents_before_the_first_acceptance_returns(
+) {
+    let tmp = TempRoot::new("dirsync");
+    let top = tmp.path().to_path_buf();
+    let root = top.join("a").join("b").join("task-plane");
+    let faults = Arc::new(Faults::new());
+    faults.start_trace();
+    let plane = TaskPlane::open(
+        &root,
+        PlaneOptions {
+            faults: Some(faults.clone()),
+            ..PlaneOptions::default()
+        },
+    )
+    .unwrap();
+    plane
+        .accept_in_context("alice", None, user("m-1", "first"), vec![])
+        .unwrap();
+    let trace = faults.trace();
+    let commit = position(&trace, "step commit");
+    // Each created directory's parent, top down, then the root itself (its lock and
+    // database file entries), and the lock file's content: all before the commit.
+    let a = position(&trace, &format!("dirsync {}", top.display()));
+    let b = position(&trace, &format!("dirsync {}", top.join("a").display()));
+    let r = position(&trace, &format!("dirsync {}", top.join("a/b").display()));
+    let lock = position(&trace, &format!("filesync {}", root.join("lock").display()));
+    let entries = position(&trace, &format!("dirsync {}", root.display()));
+    assert!(
+        a < b && b < r && r < lock && lock < entries && entries < commit,
+        "{trace:#?}"
+    );
+    // The lock file says who holds it, and that survives a crash (it was fsynced).
+    assert_eq!(
+        std::fs::read_to_string(root.join("lock")).unwrap(),
+        std::process::id().to_string()
+    );
+
+    // A Task's session folder: `sessions/` and `sessions/<taskId>/` are fsynced into their
+    // parents before the folder is handed out.
+    let task = plane
+        .accept_in_context("alice", None, user("m-2", "second"), vec![])
+        .unwrap()
+        .task_id
+        .unwrap();
+    faults.start_trace();
+    let dir = plane.session_dir(&task).unwrap();
+    assert_eq!(dir, root.join("sessions").join(&task));
+    assert!(dir.is_dir());
+    let trace = faults.trace();
+    assert!(
+        position(&trace, &format!("dirsync {}", root.display()))
+            < position(
+                &trace,
+                &format!("dirsync {}", root.join("sessions").display())
+            )
+    );
+    // Again: nothing to create, nothing to sync.
+    faults.start_trace();
+    plane.session_dir(&task).unwrap();
+    assert!(faults.trace().is_empty(), "{:?}", faults.trace());
+    // Only for a Task that exists.
+    assert!(matches!(
+        plane.session_dir("no-such-task"),
+        Err(PlaneError::TaskNotFound(_))
+    ));
+    plane.close();
+}

@@ -24,7 +24,7 @@ mod retention;
 mod rows;
 
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 
 use rusqlite::{params, OptionalExtension};
@@ -124,6 +124,9 @@ impl Default for PlaneOptions {
     }
 }
 
+/// The folder of the per-Task Pi sessions inside the store root.
+pub const SESSIONS_DIR: &str = "sessions";
+
 /// An open task plane: the store plus the registered sources. Cheap to clone (shared);
 /// `close()` closes it for every clone.
 #[derive(Clone)]
@@ -188,6 +191,23 @@ impl TaskPlane {
 
     pub fn root(&self) -> &Path {
         self.store.root()
+    }
+
+    /// The folder of a Task's own Pi session, `<root>/sessions/<taskId>/`, created (mode
+    /// 0700, each new folder's parent fsynced) if needed: losing it to a power cut would
+    /// lose the Task's session. Only for a Task that exists.
+    pub fn session_dir(&self, task_id: &str) -> Result<PathBuf, PlaneError> {
+        if self.task(task_id, Some(0), false)?.is_none() {
+            return Err(PlaneError::TaskNotFound(task_id.to_string()));
+        }
+        // Task ids are identifiers (no `/`, never `.` or `..`): one path component.
+        crate::ids::check_identifier("taskId", task_id).map_err(|e| PlaneError::Invalid {
+            field: e.field,
+            message: e.message,
+        })?;
+        let dir = self.root().join(SESSIONS_DIR).join(task_id);
+        self.store.create_dir_durably(&dir)?;
+        Ok(dir)
     }
 
     pub fn store(&self) -> &Store {

@@ -26,6 +26,9 @@ pub const ACCEPTANCE_STEPS: [&str; 7] = [
 pub struct Faults {
     armed: Mutex<Option<(String, FaultAction)>>,
     skip: AtomicUsize,
+    /// What happened, in order, once tracing is on: each step reached (`step commit`) and
+    /// each fsync of a directory or a file the store created (`dirsync <path>`).
+    trace: Mutex<Option<Vec<String>>>,
 }
 
 impl Faults {
@@ -45,11 +48,37 @@ impl Faults {
         self.skip.store(skip, Ordering::SeqCst);
     }
 
+    /// Starts recording steps and syncs (see [`Faults::trace`]).
+    pub fn start_trace(&self) {
+        *self.trace.lock().unwrap_or_else(|p| p.into_inner()) = Some(Vec::new());
+    }
+
+    /// What was recorded since [`Faults::start_trace`].
+    pub fn trace(&self) -> Vec<String> {
+        self.trace
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+            .unwrap_or_default()
+    }
+
+    pub(super) fn record(&self, what: String) {
+        if let Some(trace) = self
+            .trace
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_mut()
+        {
+            trace.push(what);
+        }
+    }
+
     pub fn disarm(&self) {
         *self.armed.lock().unwrap_or_else(|p| p.into_inner()) = None;
     }
 
     pub(super) fn at(&self, step: &str) -> Result<(), StoreError> {
+        self.record(format!("step {step}"));
         let mut armed = self.armed.lock().unwrap_or_else(|p| p.into_inner());
         let Some((name, action)) = armed.as_ref() else {
             return Ok(());

@@ -15,13 +15,14 @@
 //!
 //! See `src/store/CONCURRENCY.md` for who owns what.
 
+pub mod durable;
 mod faults;
 mod schema;
 
 use std::fmt;
 use std::fs::{self, File, OpenOptions};
 use std::io::{Read, Seek, Write};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{self, Receiver, SyncSender};
 use std::sync::{Arc, Mutex};
@@ -188,6 +189,8 @@ struct Shared {
     checkpointer: Mutex<Option<(Arc<std::sync::atomic::AtomicBool>, JoinHandle<()>)>>,
     readers: Mutex<Vec<Connection>>,
     lock: Mutex<Option<File>>,
+    /// Test-only: failure injection and the trace of syncs.
+    faults: Option<Arc<Faults>>,
 }
 
 /// A handle on an open store root. Cheap to clone; `close()` on any clone closes it.
@@ -204,10 +207,10 @@ impl Store {
             path: path.to_path_buf(),
             message: format!("{what}: {err}"),
         };
-        fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(root)
+        let trace = options.faults.as_deref();
+        // The root and its missing parents, each parent fsynced: a power cut right after
+        // the first start must not lose the root with what it acknowledged.
+        durable::create_dir_all(root, 0o700, trace)
             .map_err(|e| io(root, "cannot create the store directory", e))?;
         let meta =
             fs::metadata(root).map_err(|e| io(root, "cannot read the store directory", e))?;
@@ -221,7 +224,7 @@ impl Store {
         fs::set_permissions(root, fs::Permissions::from_mode(0o700))
             .map_err(|e| io(root, "cannot set mode 0700 on the store directory", e))?;
 
-        let lock = take_lock(root)?;
+        let lock = take_lock(root, trace)?;
 
         let db_path = root.join(DB_FILE);
         // Create the database file 0600 ourselves: SQLite gives its -wal and -shm files the
@@ -232,6 +235,10 @@ impl Store {
             .mode(0o600)
             .open(&db_path)
             .map_err(|e| io(&db_path, "cannot create the database file", e))?;
+        // The lock and database files' entries in the root are durable before anything
+        // is acknowledged (SQLite syncs the directory only for the journals it creates).
+        durable::sync_dir(root, trace)
+            .map_err(|e| io(root, "cannot fsync the store directory", e))?;
 
         let mut conn = Connection::open_with_flags(
             &db_path,
@@ -275,6 +282,7 @@ impl Store {
                 checkpointer: Mutex::new(Some(checkpointer)),
                 readers: Mutex::new(Vec::new()),
                 lock: Mutex::new(Some(lock)),
+                faults: options.faults.clone(),
             }),
         })
     }
@@ -285,6 +293,18 @@ impl Store {
 
     pub fn db_path(&self) -> &Path {
         &self.shared.db_path
+    }
+
+    /// Creates `dir` (inside the root) and any missing parents, mode 0700, each new
+    /// directory's parent fsynced before this returns (see [`durable`]).
+    pub fn create_dir_durably(&self, dir: &Path) -> Result<(), StoreError> {
+        durable::create_dir_all(dir, 0o700, self.shared.faults.as_deref()).map_err(|e| {
+            StoreError::Io {
+                path: dir.to_path_buf(),
+                message: format!("cannot create the directory: {e}"),
+            }
+        })?;
+        Ok(())
     }
 
     fn enqueue<F, R, E>(
@@ -535,7 +555,7 @@ fn open_reader(db_path: &Path) -> Result<Connection, StoreError> {
     Ok(conn)
 }
 
-fn take_lock(root: &Path) -> Result<File, StoreError> {
+fn take_lock(root: &Path, trace: Option<&Faults>) -> Result<File, StoreError> {
     let path = root.join(LOCK_FILE);
     let mut file = OpenOptions::new()
         .read(true)
@@ -569,11 +589,18 @@ fn take_lock(root: &Path) -> Result<File, StoreError> {
             })
         }
     }
-    // Record the holder for the next opener's error message.
+    // Record the holder for the next opener's error message, durably, so that "held by
+    // pid" stays true after a crash.
     let pid = std::process::id().to_string();
-    let _ = file.set_len(0);
-    let _ = file.rewind();
-    let _ = file.write_all(pid.as_bytes());
+    let written = file
+        .set_len(0)
+        .and_then(|()| file.rewind())
+        .and_then(|()| file.write_all(pid.as_bytes()))
+        .and_then(|()| durable::sync_file(&file, &path, trace));
+    written.map_err(|e| StoreError::Io {
+        path,
+        message: format!("cannot record the holder in the lock file: {e}"),
+    })?;
     Ok(file)
 }
 
