@@ -284,3 +284,61 @@ fn startup_quarantines_a_claim_whose_task_is_missing() {
     let plane = reopen(plane, &tmp.store(), &clock);
     assert_eq!(plane.startup_report().quarantined_claims, 0);
 }
+
+/// Sets a folder's modification time to `ms` (Unix ms).
+fn set_mtime(dir: &std::path::Path, ms: i64) {
+    let at = std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms as u64);
+    std::fs::File::open(dir).unwrap().set_modified(at).unwrap();
+}
+
+#[test]
+fn a_task_session_folder_goes_with_its_task_and_an_orphan_after_the_window() {
+    let tmp = TempRoot::new("ret-sessions");
+    let clock = ManualClock::new(T0);
+    let plane = open_with_clock(&tmp.store(), &clock);
+    let settled = plane
+        .accept_in_context("alice", None, user("m-1", "x"), vec![])
+        .unwrap()
+        .task_id
+        .unwrap();
+    let live = plane
+        .accept_in_context("alice", None, user("m-2", "y"), vec![])
+        .unwrap()
+        .task_id
+        .unwrap();
+    let settled_dir = plane.session_dir(&settled).unwrap();
+    let live_dir = plane.session_dir(&live).unwrap();
+    std::fs::write(settled_dir.join("session.jsonl"), "{}\n").unwrap();
+    plane
+        .complete(&settled, vec![], Some(agent("done")))
+        .unwrap();
+    let sessions = tmp.store().join("sessions");
+    // Two orphans (no Task): one unchanged since before the window, one recent.
+    let old_orphan = sessions.join("orphan-old");
+    let new_orphan = sessions.join("orphan-new");
+    std::fs::create_dir(&old_orphan).unwrap();
+    std::fs::create_dir(&new_orphan).unwrap();
+    // Not a Task folder at all: never touched.
+    std::fs::write(sessions.join("README.txt"), "mine").unwrap();
+    set_mtime(&old_orphan, T0);
+    set_mtime(&new_orphan, T0 + 30 * DAY_MS);
+    set_mtime(&live_dir, T0 - DAY_MS);
+
+    clock.advance(29 * DAY_MS);
+    let plane = reopen(plane, &tmp.store(), &clock);
+    assert!(settled_dir.is_dir(), "kept while its Task is kept");
+    assert!(old_orphan.is_dir(), "an orphan is kept within the window");
+
+    clock.advance(2 * DAY_MS);
+    let plane = reopen(plane, &tmp.store(), &clock);
+    assert!(!settled_dir.exists(), "removed with its compacted Task");
+    assert!(
+        !old_orphan.exists(),
+        "an orphan unchanged past the window is removed"
+    );
+    assert!(new_orphan.is_dir(), "a recent orphan is kept for now");
+    assert!(live_dir.is_dir(), "a live Task's folder stays however old");
+    assert!(sessions.join("README.txt").is_file());
+    assert_eq!(plane.startup_report().sessions, 2);
+    plane.close();
+}

@@ -867,12 +867,21 @@ impl TaskPlane {
     fn recover_and_compact(&self) -> Result<CompactionReport, PlaneError> {
         let now = self.now();
         let retention_ms = self.retention_ms;
-        self.write(move |tx| {
+        let (mut report, removed) = self.write(move |tx| {
             let quarantined = retention::quarantine_orphaned_claims(tx.conn(), now)?;
-            let mut report = retention::compact(tx.conn(), now, retention_ms)?;
+            let (mut report, removed) = retention::compact(tx.conn(), now, retention_ms)?;
             report.quarantined_claims = quarantined;
-            Ok(report)
-        })
+            Ok((report, removed))
+        })?;
+        // After the commit: a session folder never outlives its Task's record, but a crash
+        // before this only leaves an orphan for the next compaction.
+        report.sessions = retention::remove_session_folders(
+            &self.root().join(SESSIONS_DIR),
+            &removed,
+            now - retention_ms,
+            &|task_id| Ok(self.task(task_id, Some(0), false)?.is_some()),
+        )?;
+        Ok(report)
     }
 
     /// Runs compaction now (startup does this already).

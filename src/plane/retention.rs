@@ -14,7 +14,10 @@
 //! - reply anchors and outbound deliveries of non-terminal Tasks, else 30 days since last
 //!   use; a delivery in `sending` is never pruned;
 //! - a conversation's context for 30 days after its last event, and always while a
-//!   non-terminal Task references it.
+//!   non-terminal Task references it;
+//! - a Task's Pi session folder (`sessions/<taskId>/`) exactly as long as the Task: it is
+//!   removed right after the Task is compacted, and a folder of no Task at all (an orphan)
+//!   once it has not changed for the same window.
 
 use rusqlite::{params, Connection};
 use serde_json::json;
@@ -36,6 +39,8 @@ pub struct CompactionReport {
     pub reply_anchors: usize,
     pub deliveries: usize,
     pub contexts: usize,
+    /// Task session folders removed (with their Task, or orphaned past the window).
+    pub sessions: usize,
 }
 
 const TERMINAL: &str = "('completed', 'failed', 'canceled', 'rejected')";
@@ -77,14 +82,21 @@ pub(super) fn quarantine_orphaned_claims(
     Ok(orphans.len())
 }
 
-/// Removes what the retention rules allow, as of `now_ms`.
+/// Removes what the retention rules allow, as of `now_ms`. Returns the ids of the Tasks
+/// it removed, whose session folders go once this transaction has committed.
 pub(super) fn compact(
     conn: &Connection,
     now_ms: i64,
     retention_ms: i64,
-) -> Result<CompactionReport, PlaneError> {
+) -> Result<(CompactionReport, Vec<String>), PlaneError> {
     let cutoff = now_ms - retention_ms;
     let mut report = CompactionReport::default();
+    let removed: Vec<String> = conn
+        .prepare(&format!(
+            "SELECT task_id FROM tasks WHERE state IN {TERMINAL} AND status_ms < ?1"
+        ))?
+        .query_map([cutoff], |r| r.get(0))?
+        .collect::<Result<_, _>>()?;
 
     // Terminal Tasks settled before the window, with their history and artifacts.
     let old_tasks = format!("SELECT seq FROM tasks WHERE state IN {TERMINAL} AND status_ms < ?1");
@@ -141,5 +153,57 @@ pub(super) fn compact(
         ),
         params![cutoff],
     )?;
-    Ok(report)
+    Ok((report, removed))
+}
+
+/// Removes the session folders of `removed` Tasks, and orphaned ones (no Task in the store,
+/// unchanged since before `cutoff_ms`) under `sessions`; returns how many. Only direct
+/// children of `sessions` whose names are identifiers are touched. A folder that cannot be
+/// removed is logged and left for the next compaction: retention never fails an open.
+pub(super) fn remove_session_folders(
+    sessions: &std::path::Path,
+    removed: &[String],
+    cutoff_ms: i64,
+    has_task: &dyn Fn(&str) -> Result<bool, PlaneError>,
+) -> Result<usize, PlaneError> {
+    let entries = match std::fs::read_dir(sessions) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
+        Err(e) => {
+            crate::log::warn(
+                "a2a_session_retention_failed",
+                json!({ "path": sessions.display().to_string(), "error": e.to_string() }),
+            );
+            return Ok(0);
+        }
+    };
+    let mut count = 0;
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().to_string();
+        let Ok(meta) = entry.metadata() else { continue };
+        if !meta.is_dir() || crate::ids::check_identifier("taskId", &name).is_err() {
+            continue;
+        }
+        let doomed = if removed.contains(&name) {
+            true
+        } else {
+            let changed_ms = meta
+                .modified()
+                .ok()
+                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                .map_or(i64::MAX, |d| d.as_millis() as i64);
+            changed_ms < cutoff_ms && !has_task(&name)?
+        };
+        if !doomed {
+            continue;
+        }
+        match std::fs::remove_dir_all(entry.path()) {
+            Ok(()) => count += 1,
+            Err(e) => crate::log::warn(
+                "a2a_session_retention_failed",
+                json!({ "path": entry.path().display().to_string(), "error": e.to_string() }),
+            ),
+        }
+    }
+    Ok(count)
 }
