@@ -102,6 +102,35 @@ export declare class AgentBridge {
 }
 
 /**
+ * A read-only view of a store root for the person operating it (the inspection CLI): no
+ * root lock, never a write, so it works while the resident runs. It crosses principals:
+ * never expose it to callers.
+ */
+export declare class StoreInspector {
+  /**
+   * Opens the store at `root` (default: the configured root) read-only; throws when
+   * there is no store there or a newer build wrote it.
+   */
+  static open(root?: string | undefined | null): StoreInspector
+  get root(): string
+  /** The newest-status Tasks of every principal that match `filter`. */
+  tasks(filter?: InspectFilter | undefined | null): Promise<TaskSummary[]>
+  /** One Task (all history and artifacts) with its owner, or `null`. */
+  task(taskId: string): Promise<InspectedTask | null>
+  /** The Task's Pi session file, if it has one. */
+  sessionFile(taskId: string): string | null
+  /** Counts by state, sizes, the oldest live Task. */
+  stats(): Promise<StoreStats>
+  /**
+   * SQLite's integrity check and the store's own invariants: the problems found, one
+   * sentence each (empty: sound).
+   */
+  check(): Promise<string[]>
+  /** Closes the read-only connection. Idempotent. */
+  close(): void
+}
+
+/**
  * An open task plane: the durable store of one root. Open it in Pi's `session_start`
  * and close it in `session_shutdown`; a second open of the same root fails until then.
  */
@@ -250,9 +279,11 @@ export interface ActivationInput {
 /**
  * Points this process's structured log lines (Rust's and `log()`'s) at a size-bounded,
  * rotating file and, optionally, stderr; filtered by `A2A_LOG` (EnvFilter syntax, default
- * `info`). Returns the log file's path. Before the first call lines go to stderr only.
+ * `info`). Whether lines go to stderr is always applied, whatever else fails; an unusable
+ * filter keeps the default, a directory that cannot hold the file leaves none, and each
+ * problem is returned. Before the first call lines go to stderr only.
  */
-export declare function configureLogging(options: LoggingOptions): string
+export declare function configureLogging(options: LoggingOptions): LoggingConfigured
 
 /**
  * The store root the task plane uses when none is given: `CHANNELS_TASK_STORE_PATH`, else
@@ -305,6 +336,16 @@ export interface InspectedTask {
   task: any
 }
 
+/** What `StoreInspector.tasks` lists. */
+export interface InspectFilter {
+  /** `working` or `TASK_STATE_WORKING`, ... */
+  state?: string
+  principal?: string
+  contextId?: string
+  /** At most this many (default 50, at most 1000). */
+  limit?: number
+}
+
 /**
  * Whether `A2A_SERVER` asks for the listener (`1`/`true`; `0`/`false`/unset: no). Throws
  * naming the variable for any other value.
@@ -336,6 +377,14 @@ export interface ListenerOptions {
  * (default), `warn` or `error`. Secret-named fields (`token`, ...) are redacted.
  */
 export declare function log(event: string, fields?: Record<string, unknown> | undefined | null, level?: "debug" | "info" | "warn" | "error" | undefined | null): void
+
+/** What `configureLogging` set up. */
+export interface LoggingConfigured {
+  /** The log file, when one could be opened. */
+  file?: string
+  /** What could not be applied, one sentence each (show them to the person). */
+  problems: Array<string>
+}
 
 /** Where `configureLogging` sends log lines. */
 export interface LoggingOptions {
@@ -396,6 +445,22 @@ export interface SendResult {
  * `A2A_STORE_PATH`, which is not merged into the task-plane store).
  */
 export declare function startupWarnings(): Array<string>
+
+/** Counts and sizes of a store (`StoreInspector.stats`). */
+export interface StoreStats {
+  /** Tasks by state (`TASK_STATE_WORKING`: n), every state listed. */
+  byState: Record<string, number>
+  tasks: number
+  claims: number
+  contexts: number
+  /** The database with its WAL and shared-memory files, in bytes. */
+  storeBytes: number
+  /** The oldest Task that is not terminal. */
+  oldestLiveTaskId?: string
+  oldestLiveCreatedMs?: number
+  /** Folders under `sessions/`. */
+  sessionFolders: number
+}
 
 /**
  * Something that happened to a Task: `state` is `null` for an arrival (a new message),

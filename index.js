@@ -773,10 +773,11 @@ if (
   }
 }
 
-const { A2AListener, A2aListener, AgentBridge, TaskPlane, configureLogging, defaultStoreRoot, listenerEnabled, log, normalizeMessage, normalizeSendMessageRequest, protocolVersion, startupWarnings } = nativeBinding
+const { A2AListener, A2aListener, AgentBridge, StoreInspector, TaskPlane, configureLogging, defaultStoreRoot, listenerEnabled, log, normalizeMessage, normalizeSendMessageRequest, protocolVersion, startupWarnings } = nativeBinding
 export { A2AListener }
 export { A2aListener }
 export { AgentBridge }
+export { StoreInspector }
 export { TaskPlane }
 export { configureLogging }
 export { defaultStoreRoot }

@@ -58,8 +58,8 @@ test("the driver holds the queue without a usable model, releases it once one is
     await until("the note", async () => (await statusOf(plane, "alice", taskId)).message !== undefined);
     const held = await statusOf(plane, "alice", taskId);
     assert.equal(held.state, "TASK_STATE_SUBMITTED");
-    assert.match(held.message?.parts[0].text ?? "", /no model selected/);
-    assert.equal(logged.length, 0, "no turn was tried");
+    assert.match(held.message?.parts[0].text ?? "", /has no usable model at the moment, so this task waits; its operator has been told/);
+    assert.deepEqual(logged, ["a2a_no_model"], "no turn was tried; the operator's log says why");
 
     // A model is selected (one this stand-in cannot run): the queue is released, the turn
     // is tried, fails, and the Task says why and when it is tried again.

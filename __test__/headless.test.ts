@@ -5,12 +5,12 @@
 import assert from "node:assert/strict";
 import { type ChildProcess, spawn } from "node:child_process";
 import { randomUUID } from "node:crypto";
-import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import test from "node:test";
-import { TaskPlane } from "../index.js";
+import { AgentBridge, TaskPlane } from "../index.js";
 import { repoRoot } from "./helpers/pi.ts";
 
 const TOKEN = "headless-token-0123456789abcdef";
@@ -22,7 +22,7 @@ interface Resident {
   storeRoot: string;
 }
 
-function startResident(env: Record<string, string> = {}, storeRoot?: string): Resident {
+function startResident(env: Record<string, string> = {}, storeRoot?: string, agentDir?: string): Resident {
   const dir = mkdtempSync(join(tmpdir(), "pi-headless-"));
   const credentials = join(dir, "credentials.json");
   writeFileSync(credentials, JSON.stringify({ credentials: [{ token: TOKEN, principal: "ops" }] }), { mode: 0o600 });
@@ -32,7 +32,7 @@ function startResident(env: Record<string, string> = {}, storeRoot?: string): Re
     cwd: dir,
     env: {
       ...process.env,
-      PI_CODING_AGENT_DIR: join(dir, "agent"),
+      PI_CODING_AGENT_DIR: agentDir ?? join(dir, "agent"),
       PI_OFFLINE: "1",
       PI_SKIP_VERSION_CHECK: "1",
       PI_TELEMETRY: "0",
@@ -114,6 +114,49 @@ test("the headless resident runs with no terminal, completes a task, stops on SI
   const logFile = readFileSync(join(resident.storeRoot, "logs", "task-plane.log"), "utf8");
   assert.match(logFile, /"event":"a2a_turn_started"/);
   assert.doesNotMatch(logFile + resident.stderr(), new RegExp(TOKEN));
+});
+
+test("SIGTERM during a turn aborts it and leaves the task to be offered again at the next start", async () => {
+  // The resident's own extensions load into task sessions too: this one makes reading the
+  // task take 4 s, so the stop lands mid-turn.
+  const agentDir = mkdtempSync(join(tmpdir(), "pi-headless-agent-"));
+  mkdirSync(join(agentDir, "extensions"));
+  writeFileSync(
+    join(agentDir, "extensions", "slow.ts"),
+    `export default function slow(pi) {
+      pi.on("tool_call", async (event) => {
+        if (event.toolName === "a2a_read_task") await new Promise((r) => setTimeout(r, 4000));
+      });
+    }\n`,
+  );
+  const resident = startResident({}, undefined, agentDir);
+  let taskId = "";
+  try {
+    const url = await until("the running line", () => /a2a-resident: running .*A2A listener (http:\/\/127\.0\.0\.1:\d+)/.exec(resident.stderr())?.[1], 120_000, resident);
+    const res = await fetch(`${url}/message:send`, {
+      method: "POST",
+      headers: { Authorization: `Bearer ${TOKEN}`, "Content-Type": "application/json" },
+      body: JSON.stringify({ message: { messageId: randomUUID(), role: "ROLE_USER", parts: [{ text: "slow one" }] }, configuration: { returnImmediately: true } }),
+    });
+    taskId = (await res.json()).task.id;
+    await until("the turn", () => (resident.stderr().includes(`"event":"a2a_turn_started"`) ? true : undefined), 30_000, resident);
+    resident.child.kill("SIGTERM");
+    assert.equal(await stop(resident), 0, resident.stderr());
+  } finally {
+    if (resident.child.exitCode === null) resident.child.kill("SIGKILL");
+  }
+  assert.match(resident.stderr(), /"event":"a2a_turn_aborted"/);
+  const plane = TaskPlane.open(resident.storeRoot);
+  const bridge = AgentBridge.start(plane);
+  try {
+    assert.equal(((await plane.getTask("ops", taskId))?.status as { state: string }).state, "TASK_STATE_WORKING", "not settled");
+    const wake = await bridge.nextWake(5_000);
+    assert.equal(wake?.taskId, taskId, "the next start offers it again");
+    assert.equal(wake?.delivery, 2);
+  } finally {
+    bridge.close();
+    plane.close();
+  }
 });
 
 test("a headless start failure is one line with the cause and the fix, and exit 1", async (t) => {

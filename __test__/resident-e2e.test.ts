@@ -113,7 +113,8 @@ test("without a usable model tasks wait and say why; a restart with a model work
     const waited = await send(url, "summarise after the restart");
     taskId = waited.id;
     assert.equal(waited.status.state, "TASK_STATE_SUBMITTED", JSON.stringify(waited));
-    assert.match(waited.status.message.parts[0].text, /no model selected, so tasks wait until one is/);
+    assert.match(waited.status.message.parts[0].text, /has no usable model at the moment, so this task waits/);
+    assert.doesNotMatch(waited.status.message.parts[0].text, /\/login|\/model/, "operator advice stays with the operator");
     assert.doesNotMatch(first.stderr, /a2a_turn_failed/, "no turn is burnt without a model");
   } finally {
     assert.equal(await first.close(), 0, first.stderr);

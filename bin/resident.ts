@@ -76,6 +76,13 @@ function parseArgs(argv: string[]): Options {
 
 async function main(): Promise<void> {
   const options = parseArgs(process.argv.slice(2));
+  // Signals are caught from the start: one that arrives while the resident starts stops it
+  // cleanly once it has started (the store is open by then and must be closed).
+  let stopRequested: string | undefined;
+  let stopNow: ((signal: string) => void) | undefined;
+  const onSignal = (signal: string) => (stopNow ? stopNow(signal) : (stopRequested ??= signal));
+  process.on("SIGTERM", () => onSignal("SIGTERM"));
+  process.on("SIGINT", () => onSignal("SIGINT"));
   const cwd = process.cwd();
   const agentDir = getAgentDir();
   const extensions = [packageRoot, ...(options.demo ? [join(packageRoot, "extensions", "demo-agent.ts")] : [])];
@@ -141,8 +148,8 @@ async function main(): Promise<void> {
       .then(() => process.exit(0))
       .catch((err: unknown) => fail(`shutdown failed: ${err instanceof Error ? err.message : String(err)}`));
   };
-  process.on("SIGTERM", () => stop("SIGTERM"));
-  process.on("SIGINT", () => stop("SIGINT"));
+  stopNow = stop;
+  if (stopRequested) return stop(stopRequested);
   // Input is never read: a closed or /dev/null stdin changes nothing.
 
   const info = await Promise.race([ready, new Promise<undefined>((r) => void setTimeout(r, 5_000))]);

@@ -63,7 +63,7 @@ export default function a2aTaskPlane(pi: ExtensionAPI): void {
       `Log: ${logFile ?? "stderr only"}`,
     ];
     if (bridge) {
-      const held = bridge.held;
+      const held = driver?.heldFor;
       const active = bridge.authority;
       lines.push(
         held ? `Queue held: ${held}` : active ? `Working on task ${active}` : "Idle",
@@ -95,13 +95,12 @@ export default function a2aTaskPlane(pi: ExtensionAPI): void {
     // Once this handler has returned, the screen is up: show what waited.
     setTimeout(() => screen.ready(), 0);
     startProblem = undefined;
-    try {
-      logFile = configureLogging({ stderr: !interactive });
-    } catch (err) {
-      logFile = undefined;
-      const text = `A2A logs go to stderr only: ${message(err)}`;
-      if (!interactive) log("a2a_log_unavailable", { message: text }, "warn");
-      ui.notify(text, "warning");
+    // Whatever else fails here, stderr is off in Pi's screen from now on.
+    const logging = configureLogging({ stderr: !interactive });
+    logFile = logging.file ?? undefined;
+    for (const problem of logging.problems) {
+      log("a2a_log_unavailable", { message: problem }, "warn");
+      ui.notify(`A2A logging: ${problem}`, "warning");
     }
     for (const warning of startupWarnings()) {
       log("a2a_legacy_store_not_merged", { message: warning }, "warn");
@@ -135,10 +134,7 @@ export default function a2aTaskPlane(pi: ExtensionAPI): void {
       );
     }
     const problem = await modelProblem(ctx);
-    if (problem) {
-      log("a2a_no_model", { message: problem }, "warn");
-      ui.notify(`A2A: ${problem}.`, "warning");
-    }
+    if (problem) ui.notify(`A2A: ${problem}.`, "warning");
     startedBridge.watchActivity((err, batch) => {
       if (err || !batch) return;
       // What happens is in the log as well (a service has no screen): arrivals and every

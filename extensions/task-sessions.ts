@@ -17,6 +17,11 @@ import {
 import type { AgentBridge, WakeInfo } from "../index.js";
 import { registerTaskTools } from "./task-tools.ts";
 
+/** What a caller reads while the resident has no usable model (the details, and what to
+ * do about them, are for the operator: the Pi UI and the log). */
+export const NO_MODEL_FOR_CALLERS =
+  "The resident agent has no usable model at the moment, so this task waits; its operator has been told, and the task is worked on as soon as a model is available.";
+
 /** Why the resident cannot work Tasks with its current model, or `undefined` when it can.
  * Pi's placeholder model (provider and id `unknown`) is no model; a model whose provider
  * has no key or login configured cannot answer either. (The credentials Pi resolves for
@@ -75,6 +80,8 @@ export class TaskSessionDriver {
   private readonly onChange: ChangeListener;
   /** The Task whose turn runs now. */
   active: string | undefined;
+  /** Why the queue is held (for the operator), if it is. */
+  heldFor: string | undefined;
 
   constructor(
     pi: ExtensionAPI,
@@ -133,13 +140,15 @@ export class TaskSessionDriver {
       // Without a usable model no wake is taken (none would succeed): the queue is held,
       // and each waiting Task's status tells its caller why, until a model is selected.
       const problem = await modelProblem(this.ctx());
-      if (problem !== (this.bridge.held ?? undefined)) {
+      if (problem !== this.heldFor) {
         try {
-          await this.bridge.hold(problem ?? null);
+          await this.bridge.hold(problem ? NO_MODEL_FOR_CALLERS : null);
         } catch (err) {
           this.log("a2a_wake_error", { message: String(err) }, "error");
           return;
         }
+        if (problem) this.log("a2a_no_model", { message: problem }, "warn");
+        this.heldFor = problem;
         this.onChange();
       }
       if (problem) {
@@ -226,6 +235,9 @@ export class TaskSessionDriver {
     });
     this.current = session;
     try {
+      // Shutdown began while the session was being set up: no prompt (the claim stays
+      // WOKEN, and the next start offers the Task again).
+      if (this.stopped) return;
       await session.bindExtensions({ mode: "print" });
       // The turn ends on agent_settled (Pi's final idle signal; agent_end may repeat on
       // retries), not merely when prompt() returns.

@@ -159,7 +159,9 @@ impl RotatingFile {
             for n in (1..self.kept).rev() {
                 let _ = std::fs::rename(self.rotated(n), self.rotated(n + 1));
             }
-            std::fs::rename(&self.path, self.rotated(1))?;
+            // The file may be gone (an operator removed it): start a new one all the same,
+            // so logging never stops for good.
+            let _ = std::fs::rename(&self.path, self.rotated(1));
             self.file = open_append(&self.path)?;
         }
         self.size = 0;
@@ -240,24 +242,45 @@ pub struct LogTarget {
     pub filter: Option<String>,
 }
 
-/// Points the process's log sink at `target`; returns the log file's path when there is
-/// one. An unusable filter or directory is an error naming it, and changes nothing.
-pub fn configure(target: &LogTarget) -> Result<Option<PathBuf>, String> {
-    let filter = filter_from_env(target.filter.as_deref())?;
-    let file = match &target.directory {
-        Some(dir) => Some(RotatingFile::open(dir, MAX_FILE_BYTES, KEPT_FILES)?),
-        None => None,
-    };
-    let path = file.as_ref().map(|f| f.path().to_path_buf());
+/// What [`configure`] managed to set up.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Configured {
+    /// The log file, when one could be opened.
+    pub file: Option<PathBuf>,
+    /// What could not be applied, one sentence each (naming the variable or directory).
+    pub problems: Vec<String>,
+}
+
+/// Points the process's log sink at `target`, as far as it can: whether lines go to stderr
+/// is applied first and always (so Pi's interactive screen is never written to, whatever
+/// else fails), an unusable filter leaves the default (`info`), and a directory that cannot
+/// hold the log file leaves no file; each such problem is reported.
+pub fn configure(target: &LogTarget) -> Configured {
+    let mut configured = Configured::default();
     let Some(sink) = sink() else {
-        return Err("another tracing subscriber already owns this process's logs".into());
+        configured
+            .problems
+            .push("another tracing subscriber already owns this process's logs".into());
+        return configured;
     };
-    sink.filter
-        .reload(filter)
-        .map_err(|e| format!("cannot apply the log filter: {e}"))?;
-    *sink.file.lock().unwrap_or_else(|p| p.into_inner()) = file;
     sink.stderr.store(target.stderr, Ordering::SeqCst);
-    Ok(path)
+    let filter = filter_from_env(target.filter.as_deref()).unwrap_or_else(|problem| {
+        configured.problems.push(problem);
+        EnvFilter::new("info")
+    });
+    if let Err(e) = sink.filter.reload(filter) {
+        configured
+            .problems
+            .push(format!("cannot apply the log filter: {e}"));
+    }
+    let file = target.directory.as_ref().and_then(|dir| {
+        RotatingFile::open(dir, MAX_FILE_BYTES, KEPT_FILES)
+            .map_err(|problem| configured.problems.push(problem))
+            .ok()
+    });
+    configured.file = file.as_ref().map(|f| f.path().to_path_buf());
+    *sink.file.lock().unwrap_or_else(|p| p.into_inner()) = file;
+    configured
 }
 
 /// Collects an event's fields: our `event` and pre-serialized `fields`, or any other

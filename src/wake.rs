@@ -20,7 +20,7 @@
 //! Threads: the driver calls `next_wake` (blocking) and `turn_ended`; a feeder thread
 //! admits acceptances from the plane's event bus; tools check `authority`.
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::VecDeque;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
@@ -83,10 +83,27 @@ fn spoken(delay: Duration) -> String {
     }
 }
 
+/// At most this much of an error reaches a caller (the whole of it is in the log).
+const BRIEF_CHARS: usize = 240;
+
+/// An error as a caller reads it: its first line, at most [`BRIEF_CHARS`] characters (a
+/// provider's error body can be long, and is the operator's business).
+pub fn brief(reason: &str) -> String {
+    let line = reason.lines().next().unwrap_or("").trim();
+    let line = line.strip_suffix('.').unwrap_or(line);
+    if line.chars().count() > BRIEF_CHARS {
+        let cut: String = line.chars().take(BRIEF_CHARS - 1).collect();
+        format!("{cut}…")
+    } else {
+        line.to_string()
+    }
+}
+
 /// What the caller reads when a Task's turn failed and will be retried.
 pub fn turn_retry_message(reason: &str, retry: u32, delay: Duration) -> String {
     format!(
-        "The resident agent's turn on this task failed: {reason}. It tries again in {} (retry {retry} of {TURN_RETRIES}); the task stays working meanwhile.",
+        "The resident agent's turn on this task failed: {}. It tries again in {} (retry {retry} of {TURN_RETRIES}); the task stays working meanwhile.",
+        brief(reason),
         spoken(delay)
     )
 }
@@ -94,7 +111,8 @@ pub fn turn_retry_message(reason: &str, retry: u32, delay: Duration) -> String {
 /// What the caller reads when a Task's turns failed too often in a row.
 pub fn turns_exhausted_message(reason: &str, failures: u32) -> String {
     format!(
-        "The resident agent's turns on this task failed {failures} times in a row (last: {reason}). The task stays working and is offered again when the resident restarts; cancel it to stop waiting."
+        "The resident agent's turns on this task failed {failures} times in a row (last: {}). The task stays working and is offered again when the resident restarts; cancel it to stop waiting.",
+        brief(reason)
     )
 }
 
@@ -102,10 +120,12 @@ pub fn turns_exhausted_message(reason: &str, failures: u32) -> String {
 pub fn unsettled_failure_message(deliveries: i64, last_error: Option<&TurnError>) -> String {
     match last_error {
         Some(TurnError { text, configuration: true }) => format!(
-            "The resident agent could not settle this task: {text}. This is a problem in the resident's configuration, and its operator has been told; sending the task again fails the same way until it is fixed."
+            "The resident agent could not settle this task: {}. This is a problem in the resident's configuration, and its operator has been told; sending the task again fails the same way until it is fixed.",
+            brief(text)
         ),
         Some(TurnError { text, configuration: false }) => format!(
-            "The resident agent ended {deliveries} turns in a row without settling this task; the last error it met: {text}. Send it again as a new message to retry."
+            "The resident agent ended {deliveries} turns in a row without settling this task; the last error it met: {}. Send it again as a new message to retry.",
+            brief(text)
         ),
         None => format!(
             "The resident agent ended {deliveries} turns in a row without settling this task (it neither completed, rejected nor asked about it). Send it again as a new message to retry."
@@ -173,8 +193,6 @@ struct State {
     closed: bool,
     /// Why the driver cannot work Tasks now; nothing is delivered while it is set.
     hold: Option<String>,
-    /// Tasks whose status already tells the current hold.
-    noted: HashSet<String>,
 }
 
 struct Inner {
@@ -273,18 +291,20 @@ impl WakeQueue {
                 self.inner.changed.notify_all();
                 None
             };
-            // A new message may have reset the Task's status: tell the hold again.
+            // While held, each admitted Task (a new one, or one whose new message reset its
+            // status) is told why it waits.
             let note = match (&overflow, state.hold.clone()) {
-                (None, Some(reason)) => {
-                    state.noted.insert(task_id.clone());
-                    Some((task_id, reason))
-                }
+                (None, Some(reason)) => Some((task_id, reason)),
                 _ => None,
             };
             (overflow, note)
         };
         if let Some((task_id, reason)) = note {
-            self.note(&task_id, &reason);
+            // The hold may have ended meanwhile (and the Task been delivered): then the
+            // note would be stale.
+            if self.held().as_deref() == Some(reason.as_str()) {
+                self.note(&task_id, &reason);
+            }
         }
         if let Some(accepted) = overflow {
             crate::log::warn(
@@ -318,29 +338,24 @@ impl WakeQueue {
     }
 
     /// Holds the queue while the driver cannot work Tasks (`Some(why)`, e.g. the resident
-    /// has no usable model), or releases it (`None`). While held nothing is delivered, and
-    /// every waiting or newly admitted Task's status message says `why`, once per hold;
-    /// nothing is given up and no retry is spent.
+    /// has no usable model; `why` is told to callers), or releases it (`None`). While held
+    /// nothing is delivered, and every waiting Task's status message says `why` (and each
+    /// one admitted meanwhile); nothing is given up and no retry is spent.
     pub fn hold(&self, reason: Option<String>) {
         let to_note: Vec<String> = {
             let mut state = self.lock();
             if state.closed || state.hold == reason {
                 return;
             }
-            state.noted.clear();
             state.hold = reason.clone();
             self.inner.changed.notify_all();
             match &reason {
                 None => vec![],
-                Some(_) => {
-                    let ids: Vec<String> = state
-                        .waiting
-                        .iter()
-                        .map(|p| p.accepted.task_id.clone())
-                        .collect();
-                    state.noted.extend(ids.iter().cloned());
-                    ids
-                }
+                Some(_) => state
+                    .waiting
+                    .iter()
+                    .map(|p| p.accepted.task_id.clone())
+                    .collect(),
             }
         };
         match &reason {
@@ -527,7 +542,16 @@ impl WakeQueue {
                         "a2a_turn_failed",
                         json!({ "taskId": task, "activationId": activation_id, "delivery": delivery, "failures": pending.failures, "retryInMs": delay.as_millis() as u64, "reason": reason }),
                     );
-                    self.note(&task, &turn_retry_message(&reason, pending.failures, delay));
+                    // A newer message for the Task supersedes this retry (it is offered at
+                    // once, afresh): then there is no retry to announce.
+                    let superseded = self
+                        .lock()
+                        .waiting
+                        .iter()
+                        .any(|p| p.accepted.task_id == task);
+                    if !superseded {
+                        self.note(&task, &turn_retry_message(&reason, pending.failures, delay));
+                    }
                     pending.not_before = Some(Instant::now() + delay);
                     true
                 }

@@ -20,13 +20,13 @@ fn lines(path: &std::path::Path) -> Vec<Value> {
 fn log_lines_go_to_the_rotating_file_filtered_by_a2a_log_with_secrets_redacted() {
     let tmp = TempRoot::new("logging");
     let dir = tmp.path().join("logs");
-    let path = log::configure(&LogTarget {
+    let configured = log::configure(&LogTarget {
         directory: Some(dir.clone()),
         stderr: false,
         filter: None,
-    })
-    .unwrap()
-    .unwrap();
+    });
+    assert!(configured.problems.is_empty(), "{configured:?}");
+    let path = configured.file.unwrap();
     assert_eq!(path, dir.join(LOG_FILE_NAME));
     log::event(
         "a2a_test_event",
@@ -50,26 +50,80 @@ fn log_lines_go_to_the_rotating_file_filtered_by_a2a_log_with_secrets_redacted()
         .unwrap()
         .contains("secret-token-value"));
 
-    // A2A_LOG=warn keeps warnings only; a bad filter is refused naming the variable and
-    // changes nothing.
-    log::configure(&LogTarget {
+    // A2A_LOG=warn keeps warnings only.
+    let configured = log::configure(&LogTarget {
         directory: Some(dir.clone()),
         stderr: false,
         filter: Some("warn".into()),
-    })
-    .unwrap();
+    });
+    assert!(configured.problems.is_empty(), "{configured:?}");
     log::event("a2a_test_info_dropped", json!({}));
     log::warn("a2a_test_warning", json!({}));
-    let err = log::configure(&LogTarget {
+    // A bad filter is reported naming the variable, and the default (info) is kept with
+    // the file.
+    let configured = log::configure(&LogTarget {
         directory: Some(dir.clone()),
         stderr: false,
         filter: Some("a2a=[".into()),
-    })
-    .unwrap_err();
-    assert!(err.contains("A2A_LOG"), "{err}");
+    });
+    assert_eq!(configured.file.as_deref(), Some(path.as_path()));
+    assert!(configured.problems[0].contains("A2A_LOG"), "{configured:?}");
+    log::event("a2a_test_info_again", json!({}));
+    // A directory that cannot hold the file: no file, reported; stderr stays off.
+    let blocker = tmp.path().join("not-a-dir");
+    std::fs::write(&blocker, "").unwrap();
+    let configured = log::configure(&LogTarget {
+        directory: Some(blocker.join("logs")),
+        stderr: false,
+        filter: None,
+    });
+    assert_eq!(configured.file, None);
+    assert!(
+        configured.problems[0].contains("not-a-dir"),
+        "{configured:?}"
+    );
     let events: Vec<String> = lines(&path)
         .iter()
         .map(|l| l["event"].as_str().unwrap().to_string())
         .collect();
-    assert_eq!(events, ["a2a_test_event", "a2a_test_warning"]);
+    assert_eq!(
+        events,
+        ["a2a_test_event", "a2a_test_warning", "a2a_test_info_again"]
+    );
+}
+
+/// Run as a child (`TP_LOG_CHILD` set): configure with stderr off, log, exit.
+#[test]
+#[ignore = "runs only as the child of the stderr test"]
+fn child_logs_with_stderr_off() {
+    let Ok(dir) = std::env::var("TP_LOG_CHILD") else {
+        return;
+    };
+    log::configure(&LogTarget {
+        directory: Some(dir.into()),
+        stderr: false,
+        filter: Some("bad[filter".into()),
+    });
+    log::warn("a2a_child_event", json!({ "n": 1 }));
+}
+
+#[test]
+fn with_stderr_off_nothing_reaches_stderr_even_when_the_filter_is_bad() {
+    let tmp = TempRoot::new("logging-stderr");
+    let dir = tmp.path().join("logs");
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "child_logs_with_stderr_off",
+            "--include-ignored",
+            "--test-threads=1",
+        ])
+        .env("TP_LOG_CHILD", &dir)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("a2a_child_event"), "stderr: {stderr}");
+    let written = std::fs::read_to_string(dir.join(LOG_FILE_NAME)).unwrap();
+    assert!(written.contains("a2a_child_event"), "{written}");
 }

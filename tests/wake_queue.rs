@@ -703,6 +703,7 @@ fn a_failed_turn_tells_its_caller_why_and_is_retried_only_after_its_delay() {
         .task_id
         .unwrap();
     assert_eq!(queue.next_wake(LONG).unwrap().task_id, a);
+    let failed_at = std::time::Instant::now();
     queue
         .turn_ended(&a, TurnOutcome::Failed, Some("the provider answered 503"))
         .unwrap();
@@ -716,7 +717,7 @@ fn a_failed_turn_tells_its_caller_why_and_is_retried_only_after_its_delay() {
         .unwrap()
         .task_id
         .unwrap();
-    assert_eq!(queue.next_wake(SHORT).unwrap().task_id, b);
+    assert_eq!(queue.next_wake(LONG).unwrap().task_id, b);
     queue.turn_ended(&b, TurnOutcome::Ended, None).unwrap();
     let started = std::time::Instant::now();
     let mut retried = None;
@@ -733,7 +734,10 @@ fn a_failed_turn_tells_its_caller_why_and_is_retried_only_after_its_delay() {
             });
     }
     assert!(retried.is_some(), "retried after its delay");
-    assert!(started.elapsed() >= Duration::from_millis(250));
+    assert!(
+        failed_at.elapsed() >= Duration::from_millis(400),
+        "not before its delay"
+    );
     // The delivery replaces the note: WORKING with no message.
     assert_eq!(status_text(&plane, &a), (TaskState::Working, String::new()));
     queue.close();
@@ -766,6 +770,15 @@ fn a_held_queue_delivers_nothing_and_each_waiting_task_says_why_until_released()
         queue.next_wake(Duration::from_millis(200)).is_none(),
         "nothing is delivered while held"
     );
+    // Admission (and so the note) is asynchronous: wait for both notes.
+    let deadline = std::time::Instant::now() + LONG;
+    while [&before, &after]
+        .iter()
+        .any(|t| status_text(&plane, t).1 != why)
+        && std::time::Instant::now() < deadline
+    {
+        std::thread::sleep(Duration::from_millis(5));
+    }
     for task in [&before, &after] {
         let (state, text) = status_text(&plane, task);
         assert_eq!(state, TaskState::Submitted);

@@ -18,6 +18,7 @@
 mod agent;
 mod delivery;
 mod error;
+mod inspect;
 mod intake;
 mod query;
 mod retention;
@@ -35,7 +36,8 @@ pub use delivery::{
     DeliveryOutcome, DeliveryRequest, DeliveryStart, Reconciler, Recovery, SendFailure,
 };
 pub use error::PlaneError;
-pub use query::{ListFilter, PageCursor, TaskPage, TaskSummary};
+pub use inspect::{Inspector, StoreStats};
+pub use query::{ListFilter, PageCursor, SummaryFilter, TaskPage, TaskSummary};
 pub use retention::{CompactionReport, RETENTION_MS};
 pub use rows::content_address;
 

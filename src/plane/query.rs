@@ -115,67 +115,72 @@ pub struct TaskSummary {
     pub created_ms: i64,
 }
 
+/// Which Tasks the operator's view lists (every principal's unless one is named).
+#[derive(Debug, Clone, Default)]
+pub struct SummaryFilter {
+    pub state: Option<TaskState>,
+    pub principal: Option<String>,
+    pub context_id: Option<String>,
+    /// At most this many (1–1000).
+    pub limit: u32,
+}
+
+/// The newest-status Tasks that match `filter`: the operator's view (the Pi UI's
+/// `/a2a tasks`, the inspection CLI), never a caller's.
+pub(super) fn summaries(
+    conn: &rusqlite::Connection,
+    filter: &SummaryFilter,
+) -> Result<Vec<TaskSummary>, PlaneError> {
+    let mut clauses: Vec<&str> = Vec::new();
+    let mut params: Vec<SqlValue> = Vec::new();
+    if let Some(state) = filter.state {
+        clauses.push("state = ?");
+        params.push(state.as_str().to_string().into());
+    }
+    if let Some(principal) = &filter.principal {
+        clauses.push("principal = ?");
+        params.push(principal.clone().into());
+    }
+    if let Some(context_id) = &filter.context_id {
+        clauses.push("context_id = ?");
+        params.push(context_id.clone().into());
+    }
+    let matching = if clauses.is_empty() {
+        String::new()
+    } else {
+        format!(" WHERE {}", clauses.join(" AND "))
+    };
+    params.push(i64::from(filter.limit.clamp(1, 1000)).into());
+    let mut stmt = conn.prepare_cached(&format!(
+        "SELECT task_id, principal, context_id, source, state, status_ms, created_ms FROM tasks{matching} \
+         ORDER BY status_ms DESC, seq DESC LIMIT ?"
+    ))?;
+    let mut rows = stmt.query(rusqlite::params_from_iter(params.iter()))?;
+    let mut found = Vec::new();
+    while let Some(row) = rows.next()? {
+        let task_id: String = row.get(0)?;
+        let state: String = row.get(4)?;
+        let state = TaskState::parse(&state).ok_or_else(|| {
+            PlaneError::FailedPrecondition(format!(
+                "task {task_id} has an unknown stored state `{state}`"
+            ))
+        })?;
+        found.push(TaskSummary {
+            task_id,
+            principal: row.get(1)?,
+            context_id: row.get(2)?,
+            source: row.get(3)?,
+            state,
+            status_ms: row.get(5)?,
+            created_ms: row.get(6)?,
+        });
+    }
+    Ok(found)
+}
+
 impl TaskPlane {
-    /// The newest-status Tasks of every principal, optionally in one state: for the person
-    /// operating the resident (`/a2a tasks`), never for callers.
-    pub fn recent_tasks(
-        &self,
-        state: Option<TaskState>,
-        limit: u32,
-    ) -> Result<Vec<TaskSummary>, PlaneError> {
-        let limit = i64::from(limit.clamp(1, 1000));
-        self.read(|conn| {
-            let mut found = Vec::new();
-            let mut push = |row: &rusqlite::Row<'_>| -> rusqlite::Result<()> {
-                let state: String = row.get(4)?;
-                found.push((
-                    TaskSummary {
-                        task_id: row.get(0)?,
-                        principal: row.get(1)?,
-                        context_id: row.get(2)?,
-                        source: row.get(3)?,
-                        state: TaskState::Submitted,
-                        status_ms: row.get(5)?,
-                        created_ms: row.get(6)?,
-                    },
-                    state,
-                ));
-                Ok(())
-            };
-            const COLUMNS: &str =
-                "task_id, principal, context_id, source, state, status_ms, created_ms";
-            match state {
-                Some(state) => {
-                    let mut stmt = conn.prepare_cached(&format!(
-                        "SELECT {COLUMNS} FROM tasks WHERE state = ?1 ORDER BY status_ms DESC, seq DESC LIMIT ?2"
-                    ))?;
-                    let mut rows = stmt.query(rusqlite::params![state.as_str(), limit])?;
-                    while let Some(row) = rows.next()? {
-                        push(row)?;
-                    }
-                }
-                None => {
-                    let mut stmt = conn.prepare_cached(&format!(
-                        "SELECT {COLUMNS} FROM tasks ORDER BY status_ms DESC, seq DESC LIMIT ?1"
-                    ))?;
-                    let mut rows = stmt.query(rusqlite::params![limit])?;
-                    while let Some(row) = rows.next()? {
-                        push(row)?;
-                    }
-                }
-            }
-            found
-                .into_iter()
-                .map(|(mut summary, state)| {
-                    summary.state = TaskState::parse(&state).ok_or_else(|| {
-                        PlaneError::FailedPrecondition(format!(
-                            "task {} has an unknown stored state `{state}`",
-                            summary.task_id
-                        ))
-                    })?;
-                    Ok(summary)
-                })
-                .collect()
-        })
+    /// The operator's view of the newest-status Tasks (see [`summaries`]).
+    pub fn recent_tasks(&self, filter: &SummaryFilter) -> Result<Vec<TaskSummary>, PlaneError> {
+        self.read(|conn| summaries(conn, filter))
     }
 }

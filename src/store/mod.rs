@@ -544,6 +544,27 @@ fn configure(conn: &Connection) -> Result<(), StoreError> {
     Ok(())
 }
 
+/// Opens the store at `root` for inspection only: read-only, no root lock, no migration,
+/// no writer; it works while the resident has the store open (WAL readers never block the
+/// writer). Refuses a root without a store and a store written by a newer build.
+pub fn open_read_only(root: &Path) -> Result<Connection, StoreError> {
+    let db_path = root.join(DB_FILE);
+    if !db_path.is_file() {
+        return Err(StoreError::Io {
+            path: db_path,
+            message: "there is no task-plane store here (no database file); check the root (CHANNELS_TASK_STORE_PATH or --store)".into(),
+        });
+    }
+    let conn = open_reader(&db_path)?;
+    match schema::readable_version(&conn, &db_path)? {
+        0 => Err(StoreError::Schema(format!(
+            "{} is not an initialized task-plane store (schema version 0)",
+            db_path.display()
+        ))),
+        _ => Ok(conn),
+    }
+}
+
 fn open_reader(db_path: &Path) -> Result<Connection, StoreError> {
     let conn = Connection::open_with_flags(
         db_path,

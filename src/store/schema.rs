@@ -8,6 +8,19 @@ use super::StoreError;
 /// The schema version this build writes.
 pub const SCHEMA_VERSION: i64 = 2;
 
+/// The store's schema version, refused when a newer build wrote it.
+pub fn readable_version(conn: &Connection, path: &std::path::Path) -> Result<i64, StoreError> {
+    let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+    if version > SCHEMA_VERSION {
+        return Err(StoreError::Schema(format!(
+            "{} has schema version {version}, but this build only knows up to {SCHEMA_VERSION}: \
+             it was written by a newer a2a-task-plane; upgrade the package (stores are never downgraded)",
+            path.display()
+        )));
+    }
+    Ok(version)
+}
+
 const V1: &str = r#"
 -- (principal, source, conversationKey) -> contextId, plus contexts minted without a key.
 CREATE TABLE contexts (
@@ -152,14 +165,7 @@ ALTER TABLE tasks ADD COLUMN input_schema TEXT;
 
 /// Brings the schema to [`SCHEMA_VERSION`]. Refuses a store written by a newer build.
 pub fn migrate(conn: &mut Connection, path: &std::path::Path) -> Result<(), StoreError> {
-    let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
-    if version > SCHEMA_VERSION {
-        return Err(StoreError::Schema(format!(
-            "{} has schema version {version}, but this build only knows up to {SCHEMA_VERSION}: \
-             it was written by a newer a2a-task-plane; upgrade the package (stores are never downgraded)",
-            path.display()
-        )));
-    }
+    let version = readable_version(conn, path)?;
     for (target, sql) in [(1, V1), (2, V2)] {
         if version < target {
             let tx = conn.transaction()?;

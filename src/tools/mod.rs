@@ -78,9 +78,8 @@ impl AgentTools {
         outputs: Vec<(String, Value)>,
     ) -> Result<(), PlaneError> {
         self.queue.require_authority(task_id)?;
-        let configuration = !outputs.is_empty() && matches!(self.outputs, Outputs::Failed(_));
         let result = self.settle(task_id, outcome, response, outputs);
-        self.remember("a2a_complete_task", task_id, configuration, result)
+        self.remember("a2a_complete_task", task_id, result)
     }
 
     /// Keeps a failed call's error on the active turn (so a Task that fails for being left
@@ -89,7 +88,6 @@ impl AgentTools {
         &self,
         tool: &str,
         task_id: &str,
-        configuration: bool,
         result: Result<T, PlaneError>,
     ) -> Result<T, PlaneError> {
         if let Err(err) = &result {
@@ -97,11 +95,18 @@ impl AgentTools {
                 task_id,
                 TurnError {
                     text: format!("{tool}: {err}"),
-                    configuration,
+                    configuration: self.is_configuration_error(err),
                 },
             );
         }
         result
+    }
+
+    /// Whether `err` comes from the resident's configuration (outputs refused because the
+    /// workflow manifest did not load), not from what the agent did.
+    fn is_configuration_error(&self, err: &PlaneError) -> bool {
+        matches!(self.outputs, Outputs::Failed(_))
+            && matches!(err, PlaneError::Invalid { field, .. } if field == "output")
     }
 
     fn settle(
@@ -157,11 +162,10 @@ impl AgentTools {
         value: Value,
     ) -> Result<(), PlaneError> {
         self.queue.require_authority(task_id)?;
-        let configuration = matches!(self.outputs, Outputs::Failed(_));
         let result = self
             .output_artifact(output, value)
             .and_then(|artifact| self.queue.plane().record_artifact(task_id, artifact));
-        self.remember("a2a_record_output", task_id, configuration, result)
+        self.remember("a2a_record_output", task_id, result)
     }
 
     /// The artifact of one declared output: named for it, its value as a data part, and
