@@ -46,14 +46,7 @@ fn child_process_entry() {
     };
     let root = std::path::PathBuf::from(std::env::var("TP_ROOT").unwrap());
     let faults = Arc::new(Faults::new());
-    let plane = TaskPlane::open(
-        &root,
-        PlaneOptions {
-            faults: Some(faults.clone()),
-            ..PlaneOptions::default()
-        },
-    )
-    .unwrap();
+    let plane = open_with_faults(&root, &faults);
     let mut out = std::io::stdout();
     if let Some(step) = mode.strip_prefix("crash-at:") {
         faults.arm(step, FaultAction::Crash);
@@ -178,14 +171,7 @@ fn crash_at_every_acceptance_step_leaves_it_fully_accepted_or_absent() {
 fn a_failure_at_any_acceptance_step_returns_an_error_and_records_nothing() {
     let tmp = TempRoot::new("fail-steps");
     let faults = Arc::new(Faults::new());
-    let plane = TaskPlane::open(
-        &tmp.store(),
-        PlaneOptions {
-            faults: Some(faults.clone()),
-            ..PlaneOptions::default()
-        },
-    )
-    .unwrap();
+    let plane = open_with_faults(&tmp.store(), &faults);
     plane
         .accept_in_context("alice", None, user("before-1", "x"), vec![])
         .unwrap();
@@ -217,14 +203,7 @@ fn a_failure_at_any_acceptance_step_returns_an_error_and_records_nothing() {
 fn a_failed_job_does_not_undo_the_jobs_that_share_its_commit() {
     let tmp = TempRoot::new("group");
     let faults = Arc::new(Faults::new());
-    let plane = TaskPlane::open(
-        &tmp.store(),
-        PlaneOptions {
-            faults: Some(faults.clone()),
-            ..PlaneOptions::default()
-        },
-    )
-    .unwrap();
+    let plane = open_with_faults(&tmp.store(), &faults);
     // 64 concurrent callers, one of which fails at its task step: the others all commit.
     faults.arm_after("task", FaultAction::Fail, 20);
     let handles: Vec<_> = (0..64)
@@ -442,14 +421,7 @@ fn a_new_store_root_and_its_parents_are_fsynced_into_their_parents_before_the_fi
     let root = top.join("a").join("b").join("task-plane");
     let faults = Arc::new(Faults::new());
     faults.start_trace();
-    let plane = TaskPlane::open(
-        &root,
-        PlaneOptions {
-            faults: Some(faults.clone()),
-            ..PlaneOptions::default()
-        },
-    )
-    .unwrap();
+    let plane = open_with_faults(&root, &faults);
     plane
         .accept_in_context("alice", None, user("m-1", "first"), vec![])
         .unwrap();

@@ -54,6 +54,18 @@ pub fn open_with_clock(root: &Path, clock: &ManualClock) -> TaskPlane {
     .unwrap()
 }
 
+/// A plane whose store injects failures (and traces steps and syncs) through `faults`.
+pub fn open_with_faults(root: &Path, faults: &Arc<a2a_task_plane::store::Faults>) -> TaskPlane {
+    TaskPlane::open(
+        root,
+        PlaneOptions {
+            faults: Some(faults.clone()),
+            ..PlaneOptions::default()
+        },
+    )
+    .unwrap()
+}
+
 pub fn open(root: &Path) -> TaskPlane {
     TaskPlane::open(root, PlaneOptions::default()).unwrap()
 }
