@@ -1,11 +1,13 @@
 // The task plane through the addon: open/close a store root, intake, idempotency, reads,
 // and errors that reach JS as exceptions (no Rust panic crosses into Node).
 import assert from "node:assert/strict";
+import { pbkdf2 } from "node:crypto";
 import { mkdtempSync, rmSync } from "node:fs";
+import { readFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import test from "node:test";
-import { defaultStoreRoot, TaskPlane } from "../index.js";
+import { AgentBridge, defaultStoreRoot, TaskPlane } from "../index.js";
 
 const tempRoot = () => join(mkdtempSync(join(tmpdir(), "tp-node-")), "store");
 const message = (messageId: string, text: string, extra: Record<string, unknown> = {}) => ({
@@ -153,5 +155,34 @@ test("outbound delivery: concurrent identical responses share one provider mutat
   } finally {
     plane.close();
     rmSync(root, { recursive: true, force: true });
+  }
+});
+
+test("waiting for wakes and acceptances holds none of libuv's pool threads", async () => {
+  const root = join(mkdtempSync(join(tmpdir(), "tp-pool-")), "task-plane");
+  const plane = TaskPlane.open(root);
+  const bridge = AgentBridge.start(plane);
+  try {
+    // Eight waits, twice libuv's default pool of four: were each a pool thread, Node's
+    // own fs and crypto work below would queue behind them until they time out.
+    const waits = [
+      ...Array.from({ length: 4 }, () => bridge.nextWake(3_000)),
+      ...Array.from({ length: 4 }, () => plane.nextAccepted(3_000)),
+    ];
+    const nodeWork = Promise.all([
+      readFile(new URL(import.meta.url)),
+      new Promise((resolve, reject) => pbkdf2("x", "y", 1, 32, "sha256", (err, key) => (err ? reject(err) : resolve(key)))),
+    ]).then(() => "node's pool answered");
+    const first = await Promise.race([nodeWork, Promise.all(waits).then(() => "the waits ended")]);
+    assert.equal(first, "node's pool answered");
+    // The waits still end cleanly: an acceptance wakes them, close() ends the rest.
+    await plane.acceptInContext("alice", { messageId: "m-pool", role: "ROLE_USER", parts: [{ text: "hi" }] });
+    bridge.close();
+    plane.close();
+    const results = await Promise.all(waits);
+    assert.ok(results.some((r) => r !== null), "the acceptance reached a waiter");
+  } finally {
+    bridge.close();
+    plane.close();
   }
 });

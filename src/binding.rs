@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
 
-use napi::bindgen_prelude::{AsyncTask, ToNapiValue, TypeName, ValueType};
+use napi::bindgen_prelude::{AsyncTask, PromiseRaw, ToNapiValue, TypeName, ValueType};
 use napi::sys;
 use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi::{Env, Error, Result, Status, Task};
@@ -160,6 +160,39 @@ impl ToNapiValue for Json {
     }
 }
 
+/// Runs `work`, turning a panic into an error (no Rust panic may cross into Node).
+fn guarded<T>(work: impl FnOnce() -> Result<T>) -> Result<T> {
+    catch_unwind(AssertUnwindSafe(work)).unwrap_or_else(|panic| {
+        let what = panic
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_else(|| "unknown panic".into());
+        Err(Error::new(
+            Status::GenericFailure,
+            format!("task-plane internal error: {what}"),
+        ))
+    })
+}
+
+/// Runs blocking `work` that may wait long (a lease) on the addon's runtime's blocking
+/// pool, so none of libuv's four pool threads (shared with Node's fs, dns and crypto) waits.
+fn off_libuv_pool<'env, T: ToNapiValue + Send + 'static>(
+    env: &'env Env,
+    work: impl FnOnce() -> Result<T> + Send + 'static,
+) -> Result<PromiseRaw<'env, T>> {
+    env.spawn_future(async move {
+        napi::bindgen_prelude::spawn_blocking(move || guarded(work))
+            .await
+            .unwrap_or_else(|e| {
+                Err(Error::new(
+                    Status::GenericFailure,
+                    format!("task-plane internal error: {e}"),
+                ))
+            })
+    })
+}
+
 /// Runs one plane call on the libuv thread pool.
 pub struct PlaneCall<T> {
     work: Option<Box<dyn FnOnce() -> Result<T> + Send>>,
@@ -182,17 +215,7 @@ impl<T: ToNapiValue + TypeName + Send + 'static> Task for PlaneCall<T> {
             .work
             .take()
             .ok_or_else(|| Error::new(Status::GenericFailure, "task-plane call ran twice"))?;
-        catch_unwind(AssertUnwindSafe(work)).unwrap_or_else(|panic| {
-            let what = panic
-                .downcast_ref::<String>()
-                .cloned()
-                .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
-                .unwrap_or_else(|| "unknown panic".into());
-            Err(Error::new(
-                Status::GenericFailure,
-                format!("task-plane internal error: {what}"),
-            ))
-        })
+        guarded(work)
     }
 
     fn resolve(&mut self, _env: Env, output: T) -> Result<T> {
@@ -285,7 +308,10 @@ pub struct AcceptedTask {
 #[napi]
 pub struct TaskPlane {
     plane: plane::TaskPlane,
-    accepted: std::sync::Arc<Mutex<Option<tokio::sync::broadcast::Receiver<Accepted>>>>,
+    accepted:
+        std::sync::Arc<tokio::sync::Mutex<Option<tokio::sync::broadcast::Receiver<Accepted>>>>,
+    /// Wakes `nextAccepted` waiters on `close()`.
+    closing: std::sync::Arc<tokio::sync::Notify>,
 }
 
 #[napi]
@@ -299,8 +325,14 @@ impl TaskPlane {
             None => config::store_root(&config::process_env).map_err(invalid_arg)?,
         };
         let plane = plane::TaskPlane::open(&root, PlaneOptions::default()).map_err(plane_error)?;
-        let accepted = std::sync::Arc::new(Mutex::new(Some(plane.events().subscribe_accepted())));
-        Ok(TaskPlane { plane, accepted })
+        let accepted = std::sync::Arc::new(tokio::sync::Mutex::new(Some(
+            plane.events().subscribe_accepted(),
+        )));
+        Ok(TaskPlane {
+            plane,
+            accepted,
+            closing: std::sync::Arc::default(),
+        })
     }
 
     /// The store root.
@@ -312,11 +344,12 @@ impl TaskPlane {
     /// Closes the store and releases the root's lock. Idempotent.
     #[napi(catch_unwind)]
     pub fn close(&self) {
-        self.accepted
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take();
+        if let Ok(mut receiver) = self.accepted.try_lock() {
+            receiver.take();
+        }
         self.plane.close();
+        // After the plane reads as closed: a waiter that missed this sees it.
+        self.closing.notify_waiters();
     }
 
     #[napi(getter)]
@@ -604,19 +637,22 @@ impl TaskPlane {
     /// Starts a delivery. Concurrent calls for the same delivery id wait for each other and
     /// share one outcome. `canLookUp`: you have the source's reconciler for `lookup`.
     #[napi(ts_return_type = "Promise<DeliveryStep>")]
-    pub fn begin_delivery(
+    pub fn begin_delivery<'env>(
         &self,
+        env: &'env Env,
         request: DeliveryInput,
         can_look_up: Option<bool>,
-    ) -> Result<AsyncTask<PlaneCall<DeliveryStep>>> {
+    ) -> Result<PromiseRaw<'env, DeliveryStep>> {
         let request = delivery_request(request)?;
         let plane = self.plane.clone();
-        Ok(PlaneCall::new(move || {
+        // It may wait up to the lease timeout for a concurrent identical delivery: on the
+        // addon's runtime's blocking pool, never on libuv's.
+        off_libuv_pool(env, move || {
             plane
                 .begin_delivery(&request, can_look_up.unwrap_or(false))
                 .map(delivery_step)
                 .map_err(plane_error)
-        }))
+        })
     }
 
     /// The reconciler's answer after `lookup`: `{providerResponseId}` found, `{}` not
@@ -673,36 +709,48 @@ impl TaskPlane {
     /// The next Task accepted since the plane opened (created or continued), or `null` when
     /// none arrives within `timeoutMs` (default 1000) or the plane is closed.
     #[napi(ts_return_type = "Promise<AcceptedTask | null>")]
-    pub fn next_accepted(
+    pub fn next_accepted<'env>(
         &self,
+        env: &'env Env,
         timeout_ms: Option<u32>,
-    ) -> AsyncTask<PlaneCall<Option<AcceptedTask>>> {
-        let accepted = self.accepted.clone();
-        let plane = self.plane.clone();
-        let deadline = std::time::Instant::now()
+    ) -> Result<PromiseRaw<'env, Option<AcceptedTask>>> {
+        let (accepted, closing, plane) = (
+            self.accepted.clone(),
+            self.closing.clone(),
+            self.plane.clone(),
+        );
+        let deadline = tokio::time::Instant::now()
             + std::time::Duration::from_millis(u64::from(timeout_ms.unwrap_or(1000)));
-        PlaneCall::new(move || loop {
+        // Awaited on the addon's runtime: no thread waits, nothing polls.
+        env.spawn_future(async move {
+            let closed = closing.notified();
+            tokio::pin!(closed);
+            closed.as_mut().enable();
             if plane.is_closed() {
                 return Ok(None);
             }
-            let next = {
-                let mut guard = accepted.lock().unwrap_or_else(|p| p.into_inner());
-                match guard.as_mut() {
-                    None => return Ok(None),
-                    Some(receiver) => receiver.try_recv(),
-                }
+            let mut guard = tokio::select! {
+                guard = accepted.lock() => guard,
+                _ = &mut closed => return Ok(None),
+                _ = tokio::time::sleep_until(deadline) => return Ok(None),
             };
-            match next {
-                Ok(a) => {
-                    return Ok(Some(AcceptedTask {
-                        activation_id: a.activation_id,
-                        task_id: a.task_id,
-                        context_id: a.context_id,
-                    }))
+            let Some(receiver) = guard.as_mut() else {
+                return Ok(None);
+            };
+            loop {
+                tokio::select! {
+                    next = receiver.recv() => match next {
+                        Ok(a) => return Ok(Some(AcceptedTask {
+                            activation_id: a.activation_id,
+                            task_id: a.task_id,
+                            context_id: a.context_id,
+                        })),
+                        Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+                        Err(tokio::sync::broadcast::error::RecvError::Closed) => return Ok(None),
+                    },
+                    _ = &mut closed => return Ok(None),
+                    _ = tokio::time::sleep_until(deadline) => return Ok(None),
                 }
-                Err(tokio::sync::broadcast::error::TryRecvError::Lagged(_)) => continue,
-                Err(_) if std::time::Instant::now() >= deadline => return Ok(None),
-                Err(_) => std::thread::sleep(std::time::Duration::from_millis(5)),
             }
         })
     }
@@ -1430,11 +1478,16 @@ impl AgentBridge {
     /// The next wake, durably delivered (the Task is WORKING and is now the turn's
     /// authority); `null` after `timeoutMs` (default 1000) or once closed.
     #[napi(ts_return_type = "Promise<WakeInfo | null>")]
-    pub fn next_wake(&self, timeout_ms: Option<u32>) -> AsyncTask<PlaneCall<Option<WakeInfo>>> {
+    pub fn next_wake<'env>(
+        &self,
+        env: &'env Env,
+        timeout_ms: Option<u32>,
+    ) -> Result<PromiseRaw<'env, Option<WakeInfo>>> {
         let queue = self.queue.clone();
         let timeout = std::time::Duration::from_millis(u64::from(timeout_ms.unwrap_or(1000)));
-        PlaneCall::new(move || {
-            Ok(queue.next_wake(timeout).map(|w| WakeInfo {
+        // Awaited on the addon's runtime: no thread waits for a wake.
+        env.spawn_future(async move {
+            Ok(queue.next_wake_async(timeout).await.map(|w| WakeInfo {
                 activation_id: w.activation_id,
                 task_id: w.task_id,
                 context_id: w.context_id,

@@ -193,6 +193,25 @@ struct State {
     closed: bool,
     /// Why the driver cannot work Tasks now; nothing is delivered while it is set.
     hold: Option<String>,
+    /// A wake is being delivered (taken from `waiting`, not yet `active`): nobody else may
+    /// take one meanwhile.
+    delivering: bool,
+}
+
+/// What [`WakeQueue::take`] found.
+enum Take {
+    Closed,
+    TimedOut,
+    Ready(Pending),
+    /// Nothing to deliver now; look again at this instant (or when notified).
+    Wait(Instant),
+}
+
+/// What to do after a delivery attempt.
+enum After {
+    Done(Option<Wake>),
+    Again,
+    Backoff(Duration),
 }
 
 struct Inner {
@@ -201,7 +220,10 @@ struct Inner {
     watch: u64,
     options: QueueOptions,
     state: Mutex<State>,
+    /// Blocking waiters ([`WakeQueue::next_wake`]) wait on this...
     changed: Condvar,
+    /// ...and async ones ([`WakeQueue::next_wake_async`]) on this; `notify` signals both.
+    woke: tokio::sync::Notify,
 }
 
 /// The wake queue of one open plane. Cheap to clone; `close()` stops it for every clone.
@@ -229,6 +251,7 @@ impl WakeQueue {
                 options,
                 state: Mutex::new(State::default()),
                 changed: Condvar::new(),
+                woke: tokio::sync::Notify::new(),
             }),
         };
         for wake in plane.wakes_to_replay()? {
@@ -265,7 +288,7 @@ impl WakeQueue {
         state.closed = true;
         state.active = None;
         state.waiting.clear();
-        self.inner.changed.notify_all();
+        self.notify();
     }
 
     /// Admits an accepted activation. A newer activation of a Task already waiting replaces
@@ -288,7 +311,7 @@ impl WakeQueue {
                 Some(accepted)
             } else {
                 state.waiting.push_back(Pending::new(accepted));
-                self.inner.changed.notify_all();
+                self.notify();
                 None
             };
             // While held, each admitted Task (a new one, or one whose new message reset its
@@ -348,7 +371,7 @@ impl WakeQueue {
                 return;
             }
             state.hold = reason.clone();
-            self.inner.changed.notify_all();
+            self.notify();
             match &reason {
                 None => vec![],
                 Some(_) => state
@@ -401,80 +424,173 @@ impl WakeQueue {
             .map(|a| a.pending.accepted.task_id.clone())
     }
 
+    /// Under the lock: the next wake to deliver, if one may be delivered now (no turn active
+    /// or being delivered, not held, its retry delay passed); it is then marked as being
+    /// delivered, so there is one active turn whoever calls. Else when to look again.
+    fn take(&self, state: &mut State, now: Instant, deadline: Instant) -> Take {
+        if state.closed {
+            return Take::Closed;
+        }
+        let mut wake_at = deadline;
+        if state.active.is_none() && !state.delivering && state.hold.is_none() {
+            // The first waiting wake whose retry delay has passed.
+            let ready = state
+                .waiting
+                .iter()
+                .position(|p| p.not_before.is_none_or(|t| t <= now));
+            if let Some(pending) = ready.and_then(|i| state.waiting.remove(i)) {
+                state.delivering = true;
+                return Take::Ready(pending);
+            }
+            if let Some(t) = state.waiting.iter().filter_map(|p| p.not_before).min() {
+                wake_at = wake_at.min(t);
+            }
+        }
+        if now >= deadline {
+            Take::TimedOut
+        } else {
+            Take::Wait(wake_at)
+        }
+    }
+
+    /// After a delivery attempt of `pending`: the wake (now the active turn), or what to do
+    /// next.
+    fn delivered(
+        &self,
+        pending: Pending,
+        result: Result<Delivery, PlaneError>,
+        backoff: &mut Duration,
+    ) -> After {
+        let mut state = self.lock();
+        state.delivering = false;
+        self.notify();
+        let accepted = &pending.accepted;
+        match result {
+            Ok(Delivery::Delivered { delivery }) => {
+                if state.closed {
+                    return After::Done(None);
+                }
+                let wake = Wake {
+                    activation_id: accepted.activation_id.clone(),
+                    task_id: accepted.task_id.clone(),
+                    context_id: accepted.context_id.clone(),
+                    delivery,
+                };
+                state.active = Some(Active { pending, delivery });
+                After::Done(Some(wake))
+            }
+            Ok(Delivery::Skipped(_)) => After::Again,
+            Err(PlaneError::Store(StoreError::Closed)) => After::Done(None),
+            Err(PlaneError::Store(err)) => {
+                // Transient: put it back and retry after a capped exponential backoff.
+                crate::log::warn(
+                    "a2a_wake_retry",
+                    json!({ "taskId": accepted.task_id, "error": err.to_string(), "backoffMs": backoff.as_millis() as u64 }),
+                );
+                state.waiting.push_front(pending);
+                let wait = *backoff;
+                *backoff = (*backoff * 2).min(BACKOFF_MAX);
+                After::Backoff(wait)
+            }
+            Err(err) => {
+                // Not the store: this activation cannot be delivered; say so and go on.
+                crate::log::warn(
+                    "a2a_wake_skipped",
+                    json!({ "taskId": accepted.task_id, "activationId": accepted.activation_id, "error": err.to_string() }),
+                );
+                After::Again
+            }
+        }
+    }
+
+    /// Wakes every waiter (blocking and async) to look at the state again.
+    fn notify(&self) {
+        self.inner.changed.notify_all();
+        self.inner.woke.notify_waiters();
+    }
+
     /// Blocks until a wake can be delivered (no turn active, one waiting) or `timeout`
     /// passes (`Ok(None)`), or the queue closes (`Ok(None)`). The delivery is durable
-    /// before this returns, and the Task is then the turn's authority.
+    /// before this returns, and the Task is then the turn's authority. For Rust callers;
+    /// the addon awaits [`WakeQueue::next_wake_async`], which holds no thread.
     pub fn next_wake(&self, timeout: Duration) -> Option<Wake> {
-        let deadline = std::time::Instant::now() + timeout;
+        let deadline = Instant::now() + timeout;
         let mut backoff = BACKOFF_START;
         loop {
             let pending = {
                 let mut state = self.lock();
                 loop {
-                    if state.closed {
-                        return None;
-                    }
-                    let now = Instant::now();
-                    let mut wake_at = deadline;
-                    if state.active.is_none() && state.hold.is_none() {
-                        // The first waiting wake whose retry delay has passed.
-                        let ready = state
-                            .waiting
-                            .iter()
-                            .position(|p| p.not_before.is_none_or(|t| t <= now));
-                        if let Some(i) = ready {
-                            if let Some(p) = state.waiting.remove(i) {
-                                break p;
-                            }
-                        }
-                        if let Some(t) = state.waiting.iter().filter_map(|p| p.not_before).min() {
-                            wake_at = wake_at.min(t);
+                    match self.take(&mut state, Instant::now(), deadline) {
+                        Take::Closed | Take::TimedOut => return None,
+                        Take::Ready(pending) => break pending,
+                        Take::Wait(until) => {
+                            let wait = until.saturating_duration_since(Instant::now());
+                            state = self
+                                .inner
+                                .changed
+                                .wait_timeout(state, wait)
+                                .unwrap_or_else(|p| p.into_inner())
+                                .0;
                         }
                     }
-                    if now >= deadline {
-                        return None;
-                    }
-                    state = self
-                        .inner
-                        .changed
-                        .wait_timeout(state, wake_at.saturating_duration_since(now))
-                        .unwrap_or_else(|p| p.into_inner())
-                        .0;
                 }
             };
-            let accepted = &pending.accepted;
-            match self
+            let accepted = pending.accepted.clone();
+            let result = self
                 .inner
                 .plane
-                .deliver_wake(&accepted.activation_id, &accepted.task_id)
-            {
-                Ok(Delivery::Delivered { delivery }) => {
-                    let mut state = self.lock();
-                    if state.closed {
-                        return None;
+                .deliver_wake(&accepted.activation_id, &accepted.task_id);
+            match self.delivered(pending, result, &mut backoff) {
+                After::Done(wake) => return wake,
+                After::Again => {}
+                After::Backoff(wait) => std::thread::sleep(wait),
+            }
+        }
+    }
+
+    /// [`WakeQueue::next_wake`] for async callers: it waits on a notification, not on a
+    /// thread, and runs the delivery (one store write) on the runtime's blocking pool.
+    pub async fn next_wake_async(&self, timeout: Duration) -> Option<Wake> {
+        let deadline = Instant::now() + timeout;
+        let mut backoff = BACKOFF_START;
+        loop {
+            let notified = self.inner.woke.notified();
+            tokio::pin!(notified);
+            // Registered before the state is read, so no change in between is missed.
+            notified.as_mut().enable();
+            let taken = {
+                let mut state = self.lock();
+                self.take(&mut state, Instant::now(), deadline)
+            };
+            match taken {
+                Take::Closed | Take::TimedOut => return None,
+                Take::Wait(until) => {
+                    tokio::select! {
+                        _ = &mut notified => {}
+                        _ = tokio::time::sleep_until(until.into()) => {}
                     }
-                    let wake = Wake {
-                        activation_id: accepted.activation_id.clone(),
-                        task_id: accepted.task_id.clone(),
-                        context_id: accepted.context_id.clone(),
-                        delivery,
-                    };
-                    state.active = Some(Active { pending, delivery });
-                    return Some(wake);
                 }
-                Ok(Delivery::Skipped(_)) => continue,
-                Err(PlaneError::Store(StoreError::Closed)) => return None,
-                Err(PlaneError::Store(err)) => {
-                    // Transient: put it back and retry after a capped exponential backoff.
-                    crate::log::warn(
-                        "a2a_wake_retry",
-                        json!({ "taskId": accepted.task_id, "error": err.to_string(), "backoffMs": backoff.as_millis() as u64 }),
-                    );
-                    self.lock().waiting.push_front(pending);
-                    std::thread::sleep(backoff);
-                    backoff = (backoff * 2).min(BACKOFF_MAX);
+                Take::Ready(pending) => {
+                    let queue = self.clone();
+                    let accepted = pending.accepted.clone();
+                    let result = tokio::task::spawn_blocking(move || {
+                        queue
+                            .inner
+                            .plane
+                            .deliver_wake(&accepted.activation_id, &accepted.task_id)
+                    })
+                    .await
+                    .unwrap_or_else(|e| {
+                        Err(PlaneError::FailedPrecondition(format!(
+                            "the delivery of a wake failed: {e}"
+                        )))
+                    });
+                    match self.delivered(pending, result, &mut backoff) {
+                        After::Done(wake) => return wake,
+                        After::Again => {}
+                        After::Backoff(wait) => tokio::time::sleep(wait).await,
+                    }
                 }
-                Err(_) => continue,
             }
         }
     }
@@ -508,7 +624,7 @@ impl WakeQueue {
             return Ok(());
         };
         // Authority is gone: let a waiting driver see the change before the store work.
-        self.inner.changed.notify_all();
+        self.notify();
         let plane = &self.inner.plane;
         let (activation_id, task) = (pending.accepted.activation_id.clone(), task_id.to_string());
         let requeue = match outcome {
@@ -590,7 +706,7 @@ impl WakeQueue {
         if requeue && !state.closed {
             requeue_front(&mut state, pending);
         }
-        self.inner.changed.notify_all();
+        self.notify();
         Ok(())
     }
 

@@ -860,3 +860,76 @@ fn activity_reports_arrivals_and_status_changes_of_every_task_until_unwatched() 
     plane.events().unwatch(id);
     assert!(activity.recv_timeout(LONG).is_err(), "the watch ends");
 }
+
+#[test]
+fn one_active_turn_whoever_calls_next_wake_concurrently() {
+    let tmp = TempRoot::new("wake-one-turn");
+    let plane = open(&tmp.store());
+    let queue = WakeQueue::start(plane.clone()).unwrap();
+    for n in 0..2 {
+        plane
+            .accept_in_context("alice", None, user(&format!("m-{n}"), "x"), vec![])
+            .unwrap();
+    }
+    let deadline = std::time::Instant::now() + LONG;
+    while queue.waiting() < 2 && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    // Two blocking callers and one async caller race for the two waiting wakes: only one
+    // turn may be active, so exactly one of them gets a wake.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let (a, b) = (queue.clone(), queue.clone());
+    let first = std::thread::spawn(move || a.next_wake(Duration::from_millis(500)));
+    let second = std::thread::spawn(move || b.next_wake(Duration::from_millis(500)));
+    let third = runtime.block_on(queue.next_wake_async(Duration::from_millis(500)));
+    let got: Vec<_> = [first.join().unwrap(), second.join().unwrap(), third]
+        .into_iter()
+        .flatten()
+        .collect();
+    assert_eq!(got.len(), 1, "one active turn: {got:?}");
+    assert_eq!(queue.authority().as_deref(), Some(got[0].task_id.as_str()));
+    queue.close();
+}
+
+#[test]
+fn an_async_wait_is_woken_by_an_acceptance_and_by_close() {
+    let tmp = TempRoot::new("wake-async");
+    let plane = open(&tmp.store());
+    let queue = WakeQueue::start(plane.clone()).unwrap();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let waiting = runtime.spawn({
+        let queue = queue.clone();
+        async move { queue.next_wake_async(LONG).await }
+    });
+    let task = plane
+        .accept_in_context("alice", None, user("m-1", "x"), vec![])
+        .unwrap()
+        .task_id
+        .unwrap();
+    let wake = runtime
+        .block_on(waiting)
+        .unwrap()
+        .expect("woken by the acceptance");
+    assert_eq!(wake.task_id, task);
+    queue.turn_ended(&task, TurnOutcome::Ended, None).unwrap();
+    let _ = queue.next_wake(LONG); // re-offered (unsettled): take it so nothing is ready
+    let waiting = runtime.spawn({
+        let queue = queue.clone();
+        async move { queue.next_wake_async(Duration::from_secs(30)).await }
+    });
+    std::thread::sleep(Duration::from_millis(50));
+    let started = std::time::Instant::now();
+    queue.close();
+    assert_eq!(runtime.block_on(waiting).unwrap(), None);
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "close ends the wait"
+    );
+}
