@@ -337,13 +337,19 @@ impl WakeQueue {
             let reason = format!(
                 "{MAX_WAITING} wakes were already waiting; this activation was not admitted"
             );
-            let _ = self.inner.plane.fail_wake(
+            if let Err(err) = self.inner.plane.fail_wake(
                 &accepted.activation_id,
                 &accepted.task_id,
                 "wake_overflow",
                 &reason,
                 &overflow_message(),
-            );
+            ) {
+                // Not recorded: the activation stays ACCEPTED and the next start offers it.
+                crate::log::warn(
+                    "a2a_wake_overflow_unrecorded",
+                    json!({ "taskId": accepted.task_id, "activationId": accepted.activation_id, "error": err.to_string() }),
+                );
+            }
         }
     }
 

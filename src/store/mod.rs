@@ -399,15 +399,24 @@ impl Store {
         };
         // One read transaction: every statement of `read` sees the same snapshot (a Task
         // row and its history are never from two different commits).
+        let mut reusable = true;
         let result = match savepoint(&conn, "BEGIN") {
             Ok(()) => {
                 let result = read(&conn);
-                let _ = savepoint(&conn, "COMMIT");
+                if let Err(err) = savepoint(&conn, "COMMIT") {
+                    // The read itself is complete; a connection left inside its read
+                    // transaction would pin an old snapshot, so it is not pooled again.
+                    crate::log::warn(
+                        "a2a_read_commit_failed",
+                        serde_json::json!({ "error": err.to_string() }),
+                    );
+                    reusable = false;
+                }
                 result
             }
             Err(err) => Err(E::from(StoreError::from(err))),
         };
-        let closed = self.is_closed();
+        let closed = self.is_closed() || !reusable;
         let mut idle = self
             .shared
             .readers
