@@ -22,6 +22,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     pbjson_build::Builder::new()
         .register_descriptors(&descriptors)?
+        // The binding's forward-compatibility rule: unknown members are ignored (an older
+        // client's `kind`, a member a newer minor version adds); known members stay strict.
+        .ignore_unknown_fields()
         .extern_path(".google.protobuf.Timestamp", "crate::wire::Timestamp")
         .build(&[".lf.a2a.v1"])?;
     Ok(())

@@ -423,8 +423,8 @@ async fn optional_body_id(
                     ));
                 }
             }
-            "tenant" | "metadata" => {}
-            other => return Err(ApiError::invalid(other, "unknown field")),
+            // Known members we do not use, and unknown ones: ignored (forward compatibility).
+            _ => {}
         }
     }
     Ok(())
