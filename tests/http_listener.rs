@@ -1175,3 +1175,63 @@ fn a_structured_answer_that_misses_the_requested_schema_is_a_400_naming_the_fiel
         "TASK_STATE_COMPLETED"
     );
 }
+
+#[test]
+fn two_authorization_headers_are_refused_as_ambiguous() {
+    let server = Server::start();
+    let bob = format!("Bearer {BOB}");
+    let reply = server.call_with(
+        "GET",
+        "/tasks",
+        Some(ALICE),
+        None,
+        &[("Authorization", bob.as_str())],
+    );
+    assert_eq!(
+        (reply.status, reply.reason().as_str()),
+        (401, "UNAUTHENTICATED")
+    );
+    assert!(
+        reply.json()["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("more than one Authorization header"),
+        "{}",
+        reply.json()
+    );
+}
+
+#[test]
+fn a_body_that_is_not_json_is_named_as_the_body() {
+    let server = Server::start();
+    let auth = format!("Bearer {ALICE}");
+    let headers = [
+        ("A2A-Version", "1.0"),
+        ("Content-Type", "application/json"),
+        ("Authorization", auth.as_str()),
+    ];
+    let reply = request(server.addr(), "POST", "/message:send", &headers, b"{");
+    assert_eq!(
+        (reply.status, reply.reason().as_str()),
+        (400, "INVALID_ARGUMENT")
+    );
+    let body = reply.json();
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(message.contains("the body is not valid JSON"), "{body}");
+    assert!(!message.contains('?'), "{body}");
+}
+
+#[test]
+fn a_requested_context_id_is_bounded_like_every_identifier() {
+    let server = Server::start();
+    let long = "c".repeat(4000);
+    let reply = server.send(ALICE, "m-long-context", "x", json!({"contextId": long}));
+    assert_eq!(
+        (reply.status, reply.reason().as_str()),
+        (400, "INVALID_ARGUMENT")
+    );
+    assert_eq!(
+        reply.json()["error"]["details"][1]["fieldViolations"][0]["field"],
+        "message.contextId"
+    );
+}

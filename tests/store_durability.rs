@@ -338,6 +338,15 @@ fn a_full_disk_returns_an_error_records_nothing_and_the_store_recovers() {
         .accept_in_context("alice", None, user("big-1", &big), vec![])
         .unwrap_err();
     assert!(err.to_string().to_lowercase().contains("full"), "{err}");
+    assert!(
+        matches!(err, PlaneError::Store(StoreError::Full(_))),
+        "a full disk is its own, retryable error: {err:?}"
+    );
+    assert_eq!(
+        a2a_task_plane::http::ApiError::from(err).status,
+        hyper::StatusCode::SERVICE_UNAVAILABLE,
+        "over HTTP a retryable 503"
+    );
     assert_eq!(
         table_counts(&db),
         counts,

@@ -532,3 +532,18 @@ fn bad_timestamps_and_trailing_data_are_refused() {
     let err = refused::<Message>("Message", r#"{"messageId":"m","#);
     assert!(err.message.contains("EOF"), "{err}");
 }
+
+#[test]
+fn a_body_that_is_not_json_is_named_as_the_body() {
+    for body in ["{", "", "not json"] {
+        let err = refused::<SendMessageRequest>("SendMessageRequest", body);
+        assert_eq!(err.field, "", "{body:?}: {err}");
+        assert!(
+            err.message.starts_with("the body is not valid JSON"),
+            "{body:?}: {err}"
+        );
+    }
+    // Valid JSON of the wrong shape is the body's error too (not a field's).
+    let err = refused::<SendMessageRequest>("SendMessageRequest", "[1, 2]");
+    assert_eq!(err.field, "", "{err}");
+}

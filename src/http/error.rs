@@ -166,6 +166,10 @@ impl From<PlaneError> for ApiError {
             | PlaneError::DeliveryConflict(_) => {
                 ApiError::new(StatusCode::BAD_REQUEST, "FAILED_PRECONDITION", message)
             }
+            // Retryable: the write succeeds once space is freed.
+            PlaneError::Store(StoreError::Full(_)) => {
+                ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "UNAVAILABLE", message)
+            }
             PlaneError::Store(StoreError::Closed) => ApiError::new(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "UNAVAILABLE",

@@ -359,20 +359,28 @@ async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Response<Body> {
     if let Err(err) = negotiate::check_version(&req) {
         return respond(Err(err));
     }
-    let authorization = req
-        .headers()
-        .get(hyper::header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok());
-    let Some(principal) = shared
-        .credentials
-        .principal(authorization)
-        .map(str::to_string)
-    else {
+    // Exactly one Authorization header: with two, which credential acts is ambiguous.
+    let mut authorizations = req.headers().get_all(hyper::header::AUTHORIZATION).iter();
+    let authorization = authorizations.next().and_then(|v| v.to_str().ok());
+    let ambiguous = authorizations.next().is_some();
+    let principal = if ambiguous {
+        None
+    } else {
+        shared
+            .credentials
+            .principal(authorization)
+            .map(str::to_string)
+    };
+    let Some(principal) = principal else {
         let mut response = error_response(
             &ApiError::new(
                 StatusCode::UNAUTHORIZED,
                 "UNAUTHENTICATED",
-                "a valid bearer token is required: send `Authorization: Bearer <token>`",
+                if ambiguous {
+                    "the request has more than one Authorization header: send exactly one `Authorization: Bearer <token>`"
+                } else {
+                    "a valid bearer token is required: send `Authorization: Bearer <token>`"
+                },
             ),
             &extensions,
         );

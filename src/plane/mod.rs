@@ -636,6 +636,16 @@ impl TaskPlane {
     ) -> Result<Intake, PlaneError> {
         check_identifier("principal", principal)?;
         check_inbound_message(&message, "message", true)?;
+        // A requested context or task id is stored with the claim: bounded like every other
+        // identifier (the ones the plane mints are UUIDs).
+        for (field, id) in [
+            ("message.contextId", context_id),
+            ("message.taskId", task_id),
+        ] {
+            if let Some(id) = id.filter(|id| !id.is_empty()) {
+                check_identifier(field, id)?;
+            }
+        }
         let digest = digest_of(&json!({ "message": message }));
         let locator = json!({ "messageId": message.message_id });
         Ok(Intake {

@@ -60,6 +60,9 @@ pub enum StoreError {
     Schema(String),
     /// A stored record could not be decoded.
     Corrupt(String),
+    /// The disk (or the store's size cap) is full: nothing was recorded, and the same
+    /// write succeeds once space is freed.
+    Full(String),
     /// The store was closed.
     Closed,
     /// A failure injected by a test (`Faults`).
@@ -77,6 +80,10 @@ impl fmt::Display for StoreError {
             ),
             StoreError::Io { path, message } => write!(f, "task-plane store: {}: {message}", path.display()),
             StoreError::Sqlite(message) => write!(f, "task-plane store: {message}"),
+            StoreError::Full(message) => write!(
+                f,
+                "task-plane store: the disk is full ({message}); nothing was recorded; free space on the store's disk, then retry"
+            ),
             StoreError::Schema(message) => write!(f, "task-plane store: {message}"),
             StoreError::Corrupt(message) => write!(f, "task-plane store: a stored record is unreadable: {message}"),
             StoreError::Closed => write!(f, "task-plane store is closed"),
@@ -89,7 +96,10 @@ impl std::error::Error for StoreError {}
 
 impl From<rusqlite::Error> for StoreError {
     fn from(err: rusqlite::Error) -> Self {
-        StoreError::Sqlite(err.to_string())
+        match err.sqlite_error_code() {
+            Some(rusqlite::ErrorCode::DiskFull) => StoreError::Full(err.to_string()),
+            _ => StoreError::Sqlite(err.to_string()),
+        }
     }
 }
 

@@ -102,10 +102,21 @@ pub fn decode_value<T: DeserializeOwned + Validate>(
 
 fn path_error(what: &'static str, err: serde_path_to_error::Error<serde_json::Error>) -> WireError {
     let field = err.path().to_string();
+    // `.` is the top level and `?` a position the parser never reached: both are the body.
+    let field = match field.as_str() {
+        "." | "?" => String::new(),
+        _ => field,
+    };
+    let inner = err.into_inner();
+    let message = if field.is_empty() && (inner.is_syntax() || inner.is_eof()) {
+        format!("the body is not valid JSON: {inner}")
+    } else {
+        inner.to_string()
+    };
     WireError {
         what,
-        field: if field == "." { String::new() } else { field },
-        message: err.into_inner().to_string(),
+        field,
+        message,
     }
 }
 
