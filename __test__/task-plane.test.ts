@@ -2,12 +2,12 @@
 // and errors that reach JS as exceptions (no Rust panic crosses into Node).
 import assert from "node:assert/strict";
 import { pbkdf2 } from "node:crypto";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import test from "node:test";
-import { AgentBridge, defaultStoreRoot, TaskPlane } from "../index.js";
+import { A2AListener, AgentBridge, defaultStoreRoot, TaskPlane } from "../index.js";
 
 const tempRoot = () => join(mkdtempSync(join(tmpdir(), "tp-node-")), "store");
 const message = (messageId: string, text: string, extra: Record<string, unknown> = {}) => ({
@@ -111,8 +111,17 @@ test("malformed input is a JS error naming the field", async () => {
   }
 });
 
+/** Restores the named variables in the real environment (assigning `process.env` a new
+ * object would detach it from the environment the addon reads). */
+function restoreEnv(saved: Record<string, string | undefined>): void {
+  for (const [key, value] of Object.entries(saved)) {
+    if (value === undefined) delete process.env[key];
+    else process.env[key] = value;
+  }
+}
+
 test("defaultStoreRoot follows CHANNELS_TASK_STORE_PATH and XDG_DATA_HOME", () => {
-  const saved = { ...process.env };
+  const saved = { CHANNELS_TASK_STORE_PATH: process.env.CHANNELS_TASK_STORE_PATH, XDG_DATA_HOME: process.env.XDG_DATA_HOME };
   try {
     process.env.CHANNELS_TASK_STORE_PATH = "/srv/task-plane";
     assert.equal(defaultStoreRoot(), "/srv/task-plane");
@@ -122,7 +131,7 @@ test("defaultStoreRoot follows CHANNELS_TASK_STORE_PATH and XDG_DATA_HOME", () =
     process.env.CHANNELS_TASK_STORE_PATH = "relative";
     assert.throws(() => defaultStoreRoot(), /CHANNELS_TASK_STORE_PATH: `relative` is not an absolute path/);
   } finally {
-    process.env = saved;
+    restoreEnv(saved);
   }
 });
 
@@ -183,6 +192,44 @@ test("waiting for wakes and acceptances holds none of libuv's pool threads", asy
     assert.ok(results.some((r) => r !== null), "the acceptance reached a waiter");
   } finally {
     bridge.close();
+    plane.close();
+  }
+});
+
+test("listener options override their A2A_* variables and are validated by the same rules, naming the option", async () => {
+  const dir = mkdtempSync(join(tmpdir(), "tp-options-"));
+  const credentials = join(dir, "credentials.json");
+  writeFileSync(credentials, JSON.stringify({ credentials: [{ token: "options-token-0123456789", principal: "opt" }] }), { mode: 0o600 });
+  const plane = TaskPlane.open(join(dir, "task-plane"));
+  const saved = { A2A_AGENT_NAME: process.env.A2A_AGENT_NAME, A2A_PORT: process.env.A2A_PORT };
+  process.env.A2A_AGENT_NAME = "From the environment";
+  process.env.A2A_PORT = "not-a-port";
+  try {
+    // The environment applies where no option is given; a given option wins.
+    const listener = A2AListener.start(plane, { port: 0, credentialsPath: credentials });
+    try {
+      const card = await (await fetch(`${listener.url}/.well-known/agent-card.json`)).json();
+      assert.equal(card.name, "From the environment");
+    } finally {
+      listener.close();
+    }
+    const named = A2AListener.start(plane, { port: 0, credentialsPath: credentials, agentName: "From the option" });
+    try {
+      const card = await (await fetch(`${named.url}/.well-known/agent-card.json`)).json();
+      assert.equal(card.name, "From the option");
+    } finally {
+      named.close();
+    }
+    // Out of range: refused exactly as the variable would be, naming the option.
+    assert.throws(
+      () => A2AListener.start(plane, { port: 0, credentialsPath: credentials, idleTimeoutMs: 5 }),
+      /invalid option `idleTimeoutMs` \(the same rule as A2A_IDLE_TIMEOUT_MS\): `5` is not a whole number in 100\.\.=/,
+    );
+    assert.throws(() => A2AListener.start(plane, { port: 0, credentialsPath: "relative.json" }), /invalid option `credentialsPath`.*not an absolute path/);
+    // An unusable variable that no option overrides is still an error naming it.
+    assert.throws(() => A2AListener.start(plane, { credentialsPath: credentials }), /A2A_PORT: `not-a-port` is not a port number/);
+  } finally {
+    restoreEnv(saved);
     plane.close();
   }
 });

@@ -1099,6 +1099,7 @@ impl StoreInspector {
 /// Options of `A2AListener.start`; anything left out comes from the `A2A_*` environment
 /// variables (and their defaults).
 #[napi(object)]
+#[derive(Default)]
 pub struct ListenerOptions {
     pub host: Option<String>,
     /// 0 picks a free port.
@@ -1114,46 +1115,68 @@ pub struct ListenerOptions {
     pub idle_timeout_ms: Option<u32>,
 }
 
+/// The listener's configuration: each option given overrides its `A2A_*` variable, and the
+/// result is validated by the one function that reads the environment
+/// ([`ListenerConfig::from_env`]), so an option and its variable accept exactly the same
+/// values; an error names the option it came from.
 fn listener_config(options: Option<ListenerOptions>) -> Result<ListenerConfig> {
-    let Some(o) = options else {
-        return ListenerConfig::from_env(&config::process_env).map_err(invalid_arg);
+    let o = options.unwrap_or_default();
+    let number = |n: Option<u32>| n.map(|n| n.to_string());
+    let given: Vec<(&str, &str, Option<String>)> = vec![
+        ("host", "A2A_HOST", o.host),
+        ("port", "A2A_PORT", number(o.port)),
+        ("publicUrl", "A2A_PUBLIC_URL", o.public_url),
+        ("agentName", "A2A_AGENT_NAME", o.agent_name),
+        (
+            "agentDescription",
+            "A2A_AGENT_DESCRIPTION",
+            o.agent_description,
+        ),
+        ("agentVersion", "A2A_AGENT_VERSION", o.agent_version),
+        (
+            "credentialsPath",
+            "A2A_CREDENTIALS_PATH",
+            o.credentials_path,
+        ),
+        (
+            "blockingTimeoutMs",
+            "A2A_BLOCKING_TIMEOUT_MS",
+            number(o.blocking_timeout_ms),
+        ),
+        (
+            "maxBodyBytes",
+            "A2A_MAX_BODY_BYTES",
+            number(o.max_body_bytes),
+        ),
+        (
+            "maxConnections",
+            "A2A_MAX_CONNECTIONS",
+            number(o.max_connections),
+        ),
+        (
+            "idleTimeoutMs",
+            "A2A_IDLE_TIMEOUT_MS",
+            number(o.idle_timeout_ms),
+        ),
+    ];
+    let overlay = |name: &str| -> Option<String> {
+        match given.iter().find(|(_, variable, _)| *variable == name) {
+            Some((_, _, Some(value))) => Some(value.clone()),
+            _ => config::process_env(name),
+        }
     };
-    let mut config = match &o.credentials_path {
-        Some(path) => ListenerConfig::new(PathBuf::from(path)),
-        None => ListenerConfig::from_env(&config::process_env).map_err(invalid_arg)?,
-    };
-    if let Some(host) = o.host {
-        config.host = host;
-    }
-    if let Some(port) = o.port {
-        config.port =
-            u16::try_from(port).map_err(|_| invalid_arg(format!("invalid `port`: {port}")))?;
-    }
-    if let Some(url) = o.public_url {
-        config.public_url = Some(url.trim_end_matches('/').to_string());
-    }
-    if let Some(name) = o.agent_name {
-        config.agent_name = name;
-    }
-    if let Some(description) = o.agent_description {
-        config.agent_description = description;
-    }
-    if let Some(version) = o.agent_version {
-        config.agent_version = version;
-    }
-    if let Some(ms) = o.blocking_timeout_ms {
-        config.blocking_timeout_ms = u64::from(ms);
-    }
-    if let Some(bytes) = o.max_body_bytes {
-        config.max_body_bytes = bytes as usize;
-    }
-    if let Some(n) = o.max_connections {
-        config.max_connections = (n as usize).max(1);
-    }
-    if let Some(ms) = o.idle_timeout_ms {
-        config.idle_timeout_ms = u64::from(ms).max(100);
-    }
-    Ok(config)
+    ListenerConfig::from_env(&overlay).map_err(|err| {
+        match given
+            .iter()
+            .find(|(_, variable, value)| *variable == err.variable && value.is_some())
+        {
+            Some((option, variable, _)) => invalid_arg(format!(
+                "invalid option `{option}` (the same rule as {variable}): {}",
+                err.message
+            )),
+            None => invalid_arg(err.to_string()),
+        }
+    })
 }
 
 /// The A2A HTTP+JSON listener over an open `TaskPlane`. Start it in `session_start` (when

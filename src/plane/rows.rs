@@ -105,7 +105,13 @@ pub fn owned_task(
     principal: &str,
     task_id: &str,
 ) -> Result<Option<TaskRow>, StoreError> {
-    Ok(task_by_id(conn, task_id)?.filter(|t| t.record.principal == principal))
+    // The principal is part of the lookup: a foreign Task's row is never read or decoded,
+    // so it costs what a missing one does (no timing difference to probe).
+    let sql = format!("SELECT {TASK_COLUMNS} FROM tasks WHERE task_id = ?1 AND principal = ?2");
+    conn.prepare_cached(&sql)?
+        .query_row([task_id, principal], task_from_row)
+        .optional()?
+        .transpose()
 }
 
 /// The newest `limit` messages of a task (all when `None`), oldest first.
