@@ -410,21 +410,14 @@ async fn optional_body_id(
     let object = value
         .as_object()
         .ok_or_else(|| ApiError::invalid("", "the body must be a JSON object (or empty)"))?;
-    for (key, member) in object {
-        match key.as_str() {
-            "id" => {
-                if member
-                    .as_str()
-                    .is_some_and(|id| !id.is_empty() && id != task_id)
-                {
-                    return Err(ApiError::invalid(
-                        "id",
-                        format!("names another task than the path ({task_id})"),
-                    ));
-                }
-            }
-            // Known members we do not use, and unknown ones: ignored (forward compatibility).
-            _ => {}
+    // Only `id` is checked; known members we do not use, and unknown ones, are ignored
+    // (forward compatibility).
+    if let Some(id) = object.get("id").and_then(Value::as_str) {
+        if !id.is_empty() && id != task_id {
+            return Err(ApiError::invalid(
+                "id",
+                format!("names another task than the path ({task_id})"),
+            ));
         }
     }
     Ok(())
