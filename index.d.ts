@@ -185,6 +185,11 @@ export declare class TaskPlane {
    */
   sessionDir(taskId: string): Promise<string>
   /**
+   * The Task's Pi session file (the newest `.jsonl` in `sessions/<taskId>/`), if it has
+   * one.
+   */
+  sessionFile(taskId: string): string | null
+  /**
    * The operator's view: the newest-status Tasks of every principal (at most `limit`,
    * default 20), optionally only those in `state` (`TASK_STATE_WORKING` or `working`).
    * Never expose this to callers: it crosses principals.

@@ -6,7 +6,6 @@
 // It never writes to the terminal: log lines go through the addon's one sink (a rotating
 // file under the store root, and stderr only outside Pi's interactive screen), and the
 // person at the terminal is told things through Pi's UI (see resident-ui.ts).
-import { join } from "node:path";
 import type { ExtensionAPI, ExtensionContext } from "@earendil-works/pi-coding-agent";
 import {
   A2AListener,
@@ -18,7 +17,7 @@ import {
   startupWarnings,
   TaskPlane,
 } from "../index.js";
-import { ResidentUi, sessionFileOf, taskDetail, taskLines } from "./resident-ui.ts";
+import { ResidentUi, taskDetail, taskLines } from "./resident-ui.ts";
 import { modelProblem, TaskSessionDriver } from "./task-sessions.ts";
 import { registerTaskTools } from "./task-tools.ts";
 
@@ -149,7 +148,7 @@ export default function a2aTaskPlane(pi: ExtensionAPI): void {
     });
     const startedPlane = plane;
     const startedDriver = new TaskSessionDriver(pi, startedBridge, () => context, (taskId) => startedPlane.sessionDir(taskId), log, () =>
-      ui?.update({ active: startedDriver.active, waiting: startedBridge.waiting, held: startedBridge.held ?? undefined }),
+      ui?.update({ active: startedDriver.active, waiting: startedBridge.waiting, held: startedDriver.heldFor }),
     );
     driver = startedDriver;
     driver.start();
@@ -165,7 +164,7 @@ export default function a2aTaskPlane(pi: ExtensionAPI): void {
   pi.on("model_select", async (_event, ctx) => {
     context = ctx;
     if (!driver) return;
-    if (bridge?.held && !(await modelProblem(ctx))) {
+    if (driver.heldFor && !(await modelProblem(ctx))) {
       ui?.notify(`A2A: model ${ctx.model?.provider}/${ctx.model?.id} selected; the waiting tasks are worked on now.`, "info");
     }
     driver.poke();
@@ -192,8 +191,7 @@ export default function a2aTaskPlane(pi: ExtensionAPI): void {
           if (!plane) return ctx.ui.notify(status(), "warning");
           const found = await plane.inspectTask(arg);
           if (!found) return ctx.ui.notify(`No A2A task ${arg} in ${plane.root}.`, "warning");
-          const file = sessionFileOf(join(plane.root, "sessions"), arg);
-          ctx.ui.notify(taskDetail(found.principal, found.source, found.task, file), "info");
+          ctx.ui.notify(taskDetail(found.principal, found.source, found.task, plane.sessionFile(arg) ?? undefined), "info");
         } else {
           ctx.ui.notify(USAGE, "warning");
         }

@@ -3,8 +3,6 @@
 // wait), short notifications when Tasks arrive, settle, fail or wait for their caller
 // (collapsed under bursts: a window of activity is one line), and the text of `/a2a`.
 // Nothing here writes to stdout or stderr: Pi's UI API only (a no-op without a UI).
-import { readdirSync } from "node:fs";
-import { join } from "node:path";
 import type { ExtensionContext } from "@earendil-works/pi-coding-agent";
 import type { TaskActivity, TaskSummary } from "../index.js";
 
@@ -103,17 +101,6 @@ const oneLine = (text: string, max = 100): string => {
   const flat = text.replace(/\s+/g, " ").trim();
   return flat.length > max ? `${flat.slice(0, max - 1)}…` : flat;
 };
-
-/** The session file of a Task's Pi session, if it has one. */
-export function sessionFileOf(sessionsDir: string, taskId: string): string | undefined {
-  const dir = join(sessionsDir, taskId);
-  try {
-    const file = readdirSync(dir).find((f) => f.endsWith(".jsonl"));
-    return file ? join(dir, file) : undefined;
-  } catch {
-    return undefined;
-  }
-}
 
 /** Text for `/a2a show <taskId>`. */
 export function taskDetail(principal: string, source: string, task: A2ATask, sessionFile: string | undefined): string {

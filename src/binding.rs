@@ -527,6 +527,13 @@ impl TaskPlane {
         })
     }
 
+    /// The Task's Pi session file (the newest `.jsonl` in `sessions/<taskId>/`), if it has
+    /// one.
+    #[napi(catch_unwind)]
+    pub fn session_file(&self, task_id: String) -> Option<String> {
+        plane::session_file(self.plane.root(), &task_id).map(|p| p.display().to_string())
+    }
+
     /// The operator's view: the newest-status Tasks of every principal (at most `limit`,
     /// default 20), optionally only those in `state` (`TASK_STATE_WORKING` or `working`).
     /// Never expose this to callers: it crosses principals.

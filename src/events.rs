@@ -88,10 +88,12 @@ impl Channels {
         self.next_watcher
     }
 
-    fn send_activity(&mut self, activity: Activity) {
+    /// Sends `activity()` to every watcher; builds nothing when nobody watches.
+    fn send_activity(&mut self, activity: impl FnOnce() -> Activity) {
         if self.activity.is_empty() {
             return;
         }
+        let activity = activity();
         self.activity
             .retain(|(_, tx)| tx.send(activity.clone()).is_ok());
     }
@@ -162,17 +164,14 @@ impl EventBus {
 
     pub(crate) fn publish(&self, event: TaskEvent) {
         let mut channels = self.channels.lock().unwrap_or_else(|p| p.into_inner());
-        if let (
-            false,
-            TaskEvent::Status {
-                task_id,
-                state,
-                message,
-                ..
-            },
-        ) = (channels.activity.is_empty(), &event)
+        if let TaskEvent::Status {
+            task_id,
+            state,
+            message,
+            ..
+        } = &event
         {
-            channels.send_activity(Activity {
+            channels.send_activity(|| Activity {
                 task_id: task_id.clone(),
                 state: Some(*state),
                 message: message.as_ref().map(MessageRecord::text),
@@ -187,13 +186,11 @@ impl EventBus {
     pub(crate) fn publish_accepted(&self, accepted: Accepted) {
         {
             let mut channels = self.channels.lock().unwrap_or_else(|p| p.into_inner());
-            if !channels.activity.is_empty() {
-                channels.send_activity(Activity {
-                    task_id: accepted.task_id.clone(),
-                    state: None,
-                    message: None,
-                });
-            }
+            channels.send_activity(|| Activity {
+                task_id: accepted.task_id.clone(),
+                state: None,
+                message: None,
+            });
             channels
                 .accepted
                 .retain(|(_, tx)| tx.send(accepted.clone()).is_ok());

@@ -443,14 +443,15 @@ impl TaskPlane {
     /// continuation).
     pub fn wakes_to_replay(&self) -> Result<Vec<crate::events::Accepted>, PlaneError> {
         self.read(|conn| {
-            let mut stmt = conn.prepare(
+            let mut stmt = conn.prepare(&format!(
                 "SELECT c.activation_id, c.task_id, c.context_id FROM claims c JOIN tasks t ON t.task_id = c.task_id \
                  WHERE c.activation_id = (SELECT MAX(c2.activation_id) FROM claims c2 WHERE c2.task_id = c.task_id) \
                  AND c.state IN ('ACCEPTED', 'WOKEN') \
-                 AND t.state NOT IN ('completed', 'failed', 'canceled', 'rejected') \
+                 AND t.state NOT IN {} \
                  AND NOT (t.state IN ('input_required', 'auth_required') AND t.input_request_open = 1) \
                  ORDER BY c.activation_id",
-            )?;
+                rows::terminal_states_sql()
+            ))?;
             let rows = stmt
                 .query_map([], |r| {
                     Ok(crate::events::Accepted {

@@ -34,16 +34,6 @@ pub struct Inspector {
     root: PathBuf,
 }
 
-/// The SQL list of terminal states, from the one definition of "terminal".
-fn terminal_list() -> String {
-    let names: Vec<String> = TaskState::ALL
-        .iter()
-        .filter(|s| s.is_terminal())
-        .map(|s| format!("'{}'", s.as_str()))
-        .collect();
-    format!("({})", names.join(", "))
-}
-
 impl Inspector {
     /// Opens the store at `root` read-only (see [`store::open_read_only`]).
     pub fn open(root: &Path) -> Result<Inspector, PlaneError> {
@@ -74,15 +64,7 @@ impl Inspector {
 
     /// The folder of a Task's Pi session and its session file, if they exist.
     pub fn session_file(&self, task_id: &str) -> Option<PathBuf> {
-        let dir = self.root.join(super::SESSIONS_DIR).join(task_id);
-        let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
-            .ok()?
-            .flatten()
-            .map(|e| e.path())
-            .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
-            .collect();
-        files.sort();
-        files.pop()
+        super::session_file(&self.root, task_id)
     }
 
     pub fn stats(&self) -> Result<StoreStats, PlaneError> {
@@ -110,7 +92,7 @@ impl Inspector {
         let oldest_live = rusqlite::OptionalExtension::optional(tx.query_row(
             &format!(
                 "SELECT task_id, created_ms FROM tasks WHERE state NOT IN {} ORDER BY created_ms, seq LIMIT 1",
-                terminal_list()
+                rows::terminal_states_sql()
             ),
             [],
             |r| Ok((r.get(0)?, r.get(1)?)),
@@ -159,7 +141,7 @@ impl Inspector {
             .iter()
             .map(|s| format!("'{}'", s.as_str()))
             .collect();
-        let terminal = terminal_list();
+        let terminal = rows::terminal_states_sql();
         let invariants: [(String, &str); 6] = [
             (
                 format!("SELECT task_id FROM tasks WHERE state NOT IN ({})", known.join(", ")),

@@ -129,6 +129,20 @@ impl Default for PlaneOptions {
 /// The folder of the per-Task Pi sessions inside the store root.
 pub const SESSIONS_DIR: &str = "sessions";
 
+/// The Pi session file of a Task under the store `root` (the newest `.jsonl` in
+/// `sessions/<taskId>/`), if it has one.
+pub fn session_file(root: &Path, task_id: &str) -> Option<PathBuf> {
+    let dir = root.join(SESSIONS_DIR).join(task_id);
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .ok()?
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
+        .collect();
+    files.sort();
+    files.pop()
+}
+
 /// An open task plane: the store plus the registered sources. Cheap to clone (shared);
 /// `close()` closes it for every clone.
 #[derive(Clone)]

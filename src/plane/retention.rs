@@ -43,8 +43,6 @@ pub struct CompactionReport {
     pub sessions: usize,
 }
 
-const TERMINAL: &str = "('completed', 'failed', 'canceled', 'rejected')";
-
 /// Quarantines claims whose Task is missing; returns how many.
 pub(super) fn quarantine_orphaned_claims(
     conn: &Connection,
@@ -91,15 +89,16 @@ pub(super) fn compact(
 ) -> Result<(CompactionReport, Vec<String>), PlaneError> {
     let cutoff = now_ms - retention_ms;
     let mut report = CompactionReport::default();
+    let terminal = rows::terminal_states_sql();
     let removed: Vec<String> = conn
         .prepare(&format!(
-            "SELECT task_id FROM tasks WHERE state IN {TERMINAL} AND status_ms < ?1"
+            "SELECT task_id FROM tasks WHERE state IN {terminal} AND status_ms < ?1"
         ))?
         .query_map([cutoff], |r| r.get(0))?
         .collect::<Result<_, _>>()?;
 
     // Terminal Tasks settled before the window, with their history and artifacts.
-    let old_tasks = format!("SELECT seq FROM tasks WHERE state IN {TERMINAL} AND status_ms < ?1");
+    let old_tasks = format!("SELECT seq FROM tasks WHERE state IN {terminal} AND status_ms < ?1");
     conn.execute(
         &format!("DELETE FROM history WHERE task_seq IN ({old_tasks})"),
         [cutoff],
@@ -109,7 +108,7 @@ pub(super) fn compact(
         [cutoff],
     )?;
     report.tasks = conn.execute(
-        &format!("DELETE FROM tasks WHERE state IN {TERMINAL} AND status_ms < ?1"),
+        &format!("DELETE FROM tasks WHERE state IN {terminal} AND status_ms < ?1"),
         [cutoff],
     )?;
 
@@ -132,7 +131,7 @@ pub(super) fn compact(
         [cutoff],
     )?;
 
-    let live_task = format!("SELECT task_id FROM tasks WHERE state NOT IN {TERMINAL}");
+    let live_task = format!("SELECT task_id FROM tasks WHERE state NOT IN {terminal}");
     report.reply_anchors = conn.execute(
         &format!(
             "DELETE FROM reply_anchors WHERE recorded_ms < ?1 AND task_id NOT IN ({live_task})"
@@ -149,7 +148,7 @@ pub(super) fn compact(
     report.contexts = conn.execute(
         &format!(
             "DELETE FROM contexts WHERE last_event_ms < ?1 \
-             AND context_id NOT IN (SELECT context_id FROM tasks WHERE state NOT IN {TERMINAL})"
+             AND context_id NOT IN (SELECT context_id FROM tasks WHERE state NOT IN {terminal})"
         ),
         params![cutoff],
     )?;

@@ -98,6 +98,17 @@ pub fn task_by_id(conn: &Connection, task_id: &str) -> Result<Option<TaskRow>, S
         .transpose()
 }
 
+/// The terminal states as an SQL list (`('completed', …)`), built from the one definition
+/// of "terminal" ([`TaskState::is_terminal`]).
+pub fn terminal_states_sql() -> String {
+    let names: Vec<String> = TaskState::ALL
+        .iter()
+        .filter(|s| s.is_terminal())
+        .map(|s| format!("'{}'", s.as_str()))
+        .collect();
+    format!("({})", names.join(", "))
+}
+
 /// The task row with `task_id` if `principal` owns it. A foreign Task is `None`, exactly
 /// like a missing one.
 pub fn owned_task(
