@@ -374,6 +374,9 @@ export interface ListenerOptions {
   maxBodyBytes?: number
   maxConnections?: number
   idleTimeoutMs?: number
+  writeTimeoutMs?: number
+  maxStreams?: number
+  maxStreamsPerPrincipal?: number
 }
 
 /**

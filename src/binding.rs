@@ -1120,6 +1120,9 @@ pub struct ListenerOptions {
     pub max_body_bytes: Option<u32>,
     pub max_connections: Option<u32>,
     pub idle_timeout_ms: Option<u32>,
+    pub write_timeout_ms: Option<u32>,
+    pub max_streams: Option<u32>,
+    pub max_streams_per_principal: Option<u32>,
 }
 
 /// The listener's configuration: each option given overrides its `A2A_*` variable, and the
@@ -1164,6 +1167,17 @@ fn listener_config(options: Option<ListenerOptions>) -> Result<ListenerConfig> {
             "idleTimeoutMs",
             "A2A_IDLE_TIMEOUT_MS",
             number(o.idle_timeout_ms),
+        ),
+        (
+            "writeTimeoutMs",
+            "A2A_WRITE_TIMEOUT_MS",
+            number(o.write_timeout_ms),
+        ),
+        ("maxStreams", "A2A_MAX_STREAMS", number(o.max_streams)),
+        (
+            "maxStreamsPerPrincipal",
+            "A2A_MAX_STREAMS_PER_PRINCIPAL",
+            number(o.max_streams_per_principal),
         ),
     ];
     let overlay = |name: &str| -> Option<String> {

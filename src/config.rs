@@ -145,6 +145,12 @@ pub struct ListenerConfig {
     /// A client that sends no complete request head within this time is dropped; an idle
     /// keep-alive connection is closed after it.
     pub idle_timeout_ms: u64,
+    /// A client that reads nothing of a response (or stream) for this long is dropped.
+    pub write_timeout_ms: u64,
+    /// Most SSE streams open at once, overall and per principal (429 beyond); streams do
+    /// not count against `max_connections`.
+    pub max_streams: usize,
+    pub max_streams_per_principal: usize,
 }
 
 impl ListenerConfig {
@@ -162,6 +168,9 @@ impl ListenerConfig {
             max_body_bytes: 1024 * 1024,
             max_connections: 256,
             idle_timeout_ms: 30_000,
+            write_timeout_ms: 10_000,
+            max_streams: 1024,
+            max_streams_per_principal: 256,
         }
     }
 
@@ -224,6 +233,15 @@ impl ListenerConfig {
         }
         if let Some(ms) = number("A2A_IDLE_TIMEOUT_MS", 100, 3_600_000)? {
             config.idle_timeout_ms = ms;
+        }
+        if let Some(ms) = number("A2A_WRITE_TIMEOUT_MS", 100, 3_600_000)? {
+            config.write_timeout_ms = ms;
+        }
+        if let Some(n) = number("A2A_MAX_STREAMS", 1, 65_536)? {
+            config.max_streams = n as usize;
+        }
+        if let Some(n) = number("A2A_MAX_STREAMS_PER_PRINCIPAL", 1, 65_536)? {
+            config.max_streams_per_principal = n as usize;
         }
         Ok(config)
     }

@@ -68,6 +68,11 @@ impl ApiError {
         .with_metadata("taskId", task_id)
     }
 
+    /// 429 RESOURCE_EXHAUSTED: a limit that frees up again (streams, connections).
+    pub fn resource_exhausted(message: impl Into<String>) -> Self {
+        ApiError::new(StatusCode::TOO_MANY_REQUESTS, "RESOURCE_EXHAUSTED", message)
+    }
+
     pub fn unsupported(message: impl Into<String>) -> Self {
         ApiError::new(StatusCode::BAD_REQUEST, "UNSUPPORTED_OPERATION", message)
     }
@@ -88,6 +93,10 @@ impl ApiError {
             StatusCode::UNSUPPORTED_MEDIA_TYPE => "INVALID_ARGUMENT",
             StatusCode::NOT_IMPLEMENTED => "UNIMPLEMENTED",
             StatusCode::SERVICE_UNAVAILABLE => "UNAVAILABLE",
+            StatusCode::TOO_MANY_REQUESTS => "RESOURCE_EXHAUSTED",
+            StatusCode::URI_TOO_LONG | StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE => {
+                "INVALID_ARGUMENT"
+            }
             StatusCode::REQUEST_TIMEOUT => "DEADLINE_EXCEEDED",
             _ => "INTERNAL",
         }

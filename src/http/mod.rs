@@ -8,13 +8,19 @@
 //!
 //! Lifecycle: [`Listener::start`] binds and serves; [`Listener::close`] stops accepting,
 //! ends open streams, lets in-flight sends return their snapshot, waits for connections to
-//! finish (bounded) and shuts the runtime down. Connections are bounded in number; a
-//! client that does not send a request head in time, or idles on keep-alive, is dropped.
+//! finish (bounded) and shuts the runtime down.
+//!
+//! What a client may hold is bounded (`conn.rs`): connections in number, with the
+//! longest-idle one closed first when a newcomer arrives at the limit; streams in their own
+//! pool, overall and per principal; a client that sends no request head in time, idles on
+//! keep-alive, or stops reading a response for the write timeout is dropped.
 
 mod auth;
 mod card;
+mod conn;
 mod error;
 mod negotiate;
+mod page_token;
 mod send;
 mod sse;
 mod tasks;
@@ -35,7 +41,7 @@ use hyper::header::{
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use serde_json::json;
-use tokio::sync::{watch, Semaphore};
+use tokio::sync::watch;
 
 pub use auth::Credentials;
 pub use error::ApiError;
@@ -77,6 +83,8 @@ pub(crate) struct Shared {
     /// The path prefix of the interface URL (`/a2a` for `https://h/a2a`), or empty.
     pub base_path: String,
     pub shutdown: watch::Receiver<bool>,
+    pub connections: Arc<conn::Connections>,
+    pub page_tokens: page_token::PageTokens,
 }
 
 /// A running listener.
@@ -91,6 +99,15 @@ pub struct Listener {
 
 /// How long `close()` waits for open connections to finish.
 const CLOSE_GRACE: Duration = Duration::from_secs(5);
+/// hyper's read and write buffer per connection: a request head larger than this gets
+/// hyper's own bare 431; a response waiting for a slow reader holds at most this (plus one
+/// frame) here.
+const WRITE_BUFFER_BYTES: usize = 64 * 1024;
+/// Longest request target we answer (414 with the documented body beyond).
+const MAX_URI_BYTES: usize = 8 * 1024;
+/// Largest request header section we answer (431 with the documented body beyond; hyper
+/// itself refuses heads beyond `WRITE_BUFFER_BYTES`, and more than 100 header fields).
+const MAX_HEADER_BYTES: usize = 32 * 1024;
 
 impl Listener {
     /// Loads the credentials, binds `config.host:config.port` and starts serving `plane`.
@@ -100,6 +117,9 @@ impl Listener {
         executor: Arc<dyn Executor>,
     ) -> Result<Listener, String> {
         let credentials = Credentials::load(&config.credentials_path)?;
+        let page_tokens = page_token::PageTokens::new(plane.page_token_key().map_err(|e| {
+            format!("cannot read the page-token key from the task-plane store: {e}")
+        })?);
         let std_listener = std::net::TcpListener::bind((config.host.as_str(), config.port))
             .map_err(|e| {
                 let fix = match e.kind() {
@@ -130,7 +150,14 @@ impl Listener {
         let (shutdown_tx, shutdown_rx) = watch::channel(false);
         let started_ms = crate::clock::Clock::now_ms(&crate::clock::SystemClock);
         let warnings = credentials.warnings.clone();
+        let connections = conn::Connections::new(conn::Limits {
+            max_connections: config.max_connections,
+            max_streams: config.max_streams,
+            max_streams_per_principal: config.max_streams_per_principal,
+        });
         let shared = Arc::new(Shared {
+            connections,
+            page_tokens,
             card: card::build(&config, &interface_url, started_ms),
             plane,
             config,
@@ -209,15 +236,11 @@ fn base_path_of(url: &str) -> String {
 }
 
 async fn serve(listener: tokio::net::TcpListener, shared: Arc<Shared>) {
-    let limit = Arc::new(Semaphore::new(shared.config.max_connections));
-    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let connections = shared.connections.clone();
     let mut shutdown = shared.shutdown.clone();
     let idle = Duration::from_millis(shared.config.idle_timeout_ms);
+    let write_timeout = Duration::from_millis(shared.config.write_timeout_ms);
     loop {
-        let permit = tokio::select! {
-            _ = shutdown.changed() => break,
-            permit = limit.clone().acquire_owned() => match permit { Ok(p) => p, Err(_) => break },
-        };
         let stream = tokio::select! {
             _ = shutdown.changed() => break,
             accepted = listener.accept() => match accepted {
@@ -229,25 +252,83 @@ async fn serve(listener: tokio::net::TcpListener, shared: Arc<Shared>) {
                 }
             },
         };
+        // At the limit, the longest-idle connection makes room for this one.
+        let slot = tokio::select! {
+            _ = shutdown.changed() => break,
+            slot = connections.admit() => slot,
+        };
         let _ = stream.set_nodelay(true);
-        let shared = shared.clone();
-        let service = hyper::service::service_fn(move |req| {
-            let shared = shared.clone();
-            async move { Ok::<_, Infallible>(handle(shared, req).await) }
-        });
+        let service = {
+            let (shared, slot) = (shared.clone(), slot.clone());
+            hyper::service::service_fn(move |req| {
+                let shared = shared.clone();
+                let request = shared.connections.request_started(&slot);
+                let slot = slot.clone();
+                async move {
+                    let response = handle(shared, slot, req).await;
+                    // The request counts as in flight until hyper has written (and dropped)
+                    // the whole response body.
+                    Ok::<_, Infallible>(response.map(|body| {
+                        http_body_util::BodyExt::boxed(Tracked {
+                            inner: body,
+                            _request: request,
+                        })
+                    }))
+                }
+            })
+        };
+        let io = TokioIo::new(conn::WriteDeadline::new(stream, write_timeout));
         let conn = hyper::server::conn::http1::Builder::new()
             .timer(TokioTimer::new())
             .header_read_timeout(idle)
+            .max_buf_size(WRITE_BUFFER_BYTES)
             .keep_alive(true)
-            .serve_connection(TokioIo::new(stream), service);
-        let conn = graceful.watch(conn);
+            .serve_connection(io, service);
+        let connections = connections.clone();
+        let mut shutdown = shutdown.clone();
         tokio::spawn(async move {
-            let _ = conn.await;
-            drop(permit);
+            tokio::pin!(conn);
+            let stop = tokio::select! {
+                _ = conn.as_mut() => false,
+                _ = slot.close_requested() => true,
+                _ = shutdown.wait_for(|stop| *stop) => true,
+            };
+            if stop {
+                // Idle: closes now; busy: after the response in progress.
+                conn.as_mut().graceful_shutdown();
+                let _ = conn.await;
+            }
+            connections.closed(&slot);
         });
     }
     drop(listener);
-    let _ = tokio::time::timeout(CLOSE_GRACE, graceful.shutdown()).await;
+    let _ = tokio::time::timeout(CLOSE_GRACE, connections.wait_all_closed()).await;
+}
+
+/// A response body that marks its request done when hyper drops it.
+struct Tracked {
+    inner: Body,
+    _request: conn::RequestGuard,
+}
+
+impl hyper::body::Body for Tracked {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Bytes>, Infallible>>> {
+        std::pin::Pin::new(&mut self.inner).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.inner.size_hint()
+    }
 }
 
 /// The routes of the binding.
@@ -332,9 +413,59 @@ pub(crate) struct Ctx {
     pub principal: String,
     /// Supported extension URIs the client activated for this request.
     pub extensions: Vec<String>,
+    /// The connection the request came on.
+    pub slot: Arc<conn::Slot>,
 }
 
-async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Response<Body> {
+impl Ctx {
+    /// A place in the stream pool for this caller (429 when the pool is full).
+    pub fn start_stream(&self) -> Result<conn::StreamGuard, ApiError> {
+        self.shared
+            .connections
+            .start_stream(&self.slot, &self.principal)
+    }
+
+    /// How long a response may wait for the client to read.
+    pub fn write_timeout(&self) -> Duration {
+        Duration::from_millis(self.shared.config.write_timeout_ms)
+    }
+}
+
+/// 414 or 431 with the documented body, for heads hyper accepted but we do not serve.
+fn check_head(req: &Request<Incoming>) -> Result<(), ApiError> {
+    let target = req.uri().path_and_query().map_or(0, |pq| pq.as_str().len());
+    if target > MAX_URI_BYTES {
+        return Err(ApiError::new(
+            StatusCode::URI_TOO_LONG,
+            "URI_TOO_LONG",
+            format!("the request target is {target} bytes; at most {MAX_URI_BYTES} are served (shorten the query, e.g. the pageToken or contextId)"),
+        ));
+    }
+    let headers: usize = req
+        .headers()
+        .iter()
+        .map(|(name, value)| name.as_str().len() + value.len() + 4)
+        .sum();
+    if headers > MAX_HEADER_BYTES {
+        return Err(ApiError::new(
+            StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+            "HEADERS_TOO_LARGE",
+            format!(
+                "the request headers are {headers} bytes; at most {MAX_HEADER_BYTES} are served"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+async fn handle(
+    shared: Arc<Shared>,
+    slot: Arc<conn::Slot>,
+    req: Request<Incoming>,
+) -> Response<Body> {
+    if let Err(err) = check_head(&req) {
+        return error_response(&err, &[]);
+    }
     let path = req.uri().path().to_string();
     if path == "/.well-known/agent-card.json" {
         if !Route::Card.allows(req.method()) {
@@ -401,6 +532,7 @@ async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Response<Body> {
         shared,
         principal,
         extensions: extensions.clone(),
+        slot,
     };
     let result = match route {
         Route::Send => send::send(ctx, req).await,

@@ -133,10 +133,12 @@ pub async fn send(ctx: Ctx, req: Request<Incoming>) -> Result<Response<Body>, Ap
 
 pub async fn stream(ctx: Ctx, req: Request<Incoming>) -> Result<Response<Body>, ApiError> {
     let Parsed { request } = parse(&ctx, req).await?;
+    // The stream's place first: a message is never accepted and then refused a stream.
+    let slot = ctx.start_stream()?;
     let acceptance = accept(&ctx, &request).await?;
     if let Some(message) = direct_message(&acceptance) {
         // A direct Message is exactly one event, then the stream closes.
-        let (response, events) = sse::response(&ctx.extensions);
+        let (response, events) = sse::response(&ctx.extensions, slot, ctx.write_timeout());
         tokio::spawn(async move {
             events
                 .send(&StreamResponse {
@@ -158,5 +160,5 @@ pub async fn stream(ctx: Ctx, req: Request<Incoming>) -> Result<Response<Body>, 
         .as_ref()
         .and_then(|c| c.history_length)
         .map(|n| n.max(0) as u32);
-    stream_task(ctx, task_id, history_length).await
+    stream_task(ctx, slot, task_id, history_length).await
 }

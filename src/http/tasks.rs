@@ -4,16 +4,15 @@
 
 use std::time::Duration;
 
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use base64::Engine;
 use hyper::body::Incoming;
 use hyper::{Request, Response, StatusCode};
 use serde_json::{json, Value};
 
+use super::conn::StreamGuard;
 use super::error::ApiError;
 use super::{json_response, negotiate, sse, Body, Ctx};
 use crate::events::TaskEvent;
-use crate::plane::{ListFilter, PageCursor, PlaneError};
+use crate::plane::{ListFilter, PlaneError};
 use crate::record::TaskRecord;
 use crate::wire::convert::{self, json_to_struct};
 use crate::wire::extensions::{TaskLocator, ELICITATION_V1, OUTFITTER_TASK_V1};
@@ -199,6 +198,7 @@ fn event_frame(ctx: &Ctx, event: TaskEvent) -> StreamResponse {
 /// `close_if_settled`, a snapshot that is settled already ends the stream at once.
 async fn stream_updates(
     ctx: Ctx,
+    slot: StreamGuard,
     task_id: String,
     history_length: Option<u32>,
     close_if_settled: bool,
@@ -206,7 +206,7 @@ async fn stream_updates(
     // Subscribe before reading the snapshot, so no update falls between the two.
     let mut updates = ctx.shared.plane.events().subscribe(&task_id);
     let record = read_task(&ctx, &task_id, history_length).await?;
-    let (response, events) = sse::response(&ctx.extensions);
+    let (response, events) = sse::response(&ctx.extensions, slot, ctx.write_timeout());
     let first = StreamResponse {
         payload: Some(stream_response::Payload::Task(project_task(&ctx, &record))),
     };
@@ -245,13 +245,15 @@ async fn stream_updates(
     Ok(response)
 }
 
-/// `message:stream` after acceptance.
+/// `message:stream` after acceptance (`slot` was taken before intake, so an accepted
+/// message is never refused for want of a stream).
 pub async fn stream_task(
     ctx: Ctx,
+    slot: StreamGuard,
     task_id: String,
     history_length: Option<u32>,
 ) -> Result<Response<Body>, ApiError> {
-    stream_updates(ctx, task_id, history_length, true).await
+    stream_updates(ctx, slot, task_id, history_length, true).await
 }
 
 fn history_length_param(params: &[(String, String)]) -> Result<Option<u32>, ApiError> {
@@ -286,21 +288,6 @@ pub async fn get(
     ))
 }
 
-fn encode_page_token(cursor: PageCursor) -> String {
-    URL_SAFE_NO_PAD.encode(format!("v1.{}.{}", cursor.status_ms, cursor.seq))
-}
-
-fn decode_page_token(token: &str) -> Option<PageCursor> {
-    let text = String::from_utf8(URL_SAFE_NO_PAD.decode(token).ok()?).ok()?;
-    let mut parts = text.strip_prefix("v1.")?.split('.');
-    let status_ms = parts.next()?.parse().ok()?;
-    let seq = parts.next()?.parse().ok()?;
-    parts
-        .next()
-        .is_none()
-        .then_some(PageCursor { status_ms, seq })
-}
-
 pub async fn list(ctx: Ctx, req: Request<Incoming>) -> Result<Response<Body>, ApiError> {
     let params = negotiate::query_params(req.uri().query());
     let mut filter = ListFilter {
@@ -308,6 +295,7 @@ pub async fn list(ctx: Ctx, req: Request<Incoming>) -> Result<Response<Body>, Ap
         history_length: history_length_param(&params)?,
         ..ListFilter::default()
     };
+    let mut page_token = None;
     for (name, value) in &params {
         match name.as_str() {
             "contextId" if !value.is_empty() => filter.context_id = Some(value.clone()),
@@ -334,14 +322,7 @@ pub async fn list(ctx: Ctx, req: Request<Incoming>) -> Result<Response<Body>, Ap
                         )
                     })?;
             }
-            "pageToken" if !value.is_empty() => {
-                filter.after = Some(decode_page_token(value).ok_or_else(|| {
-                    ApiError::invalid(
-                        "pageToken",
-                        "is not a page token this server issued; start again without one",
-                    )
-                })?);
-            }
+            "pageToken" if !value.is_empty() => page_token = Some(value),
             "statusTimestampAfter" if !value.is_empty() => {
                 let ts = Timestamp::parse_rfc3339(value)
                     .map_err(|e| ApiError::invalid("statusTimestampAfter", e))?;
@@ -362,6 +343,16 @@ pub async fn list(ctx: Ctx, req: Request<Incoming>) -> Result<Response<Body>, Ap
             _ => {}
         }
     }
+    let tokens = &ctx.shared.page_tokens;
+    if let Some(token) = page_token {
+        // Checked against the whole query, so it is read after every other parameter.
+        filter.after = Some(tokens.check(&ctx.principal, &filter, token).ok_or_else(|| {
+            ApiError::invalid(
+                "pageToken",
+                "is not a page token this server issued to you for this query (same contextId, status and statusTimestampAfter); start again without one",
+            )
+        })?);
+    }
     let plane = ctx.shared.plane.clone();
     let principal = ctx.principal.clone();
     let query = filter.clone();
@@ -378,7 +369,10 @@ pub async fn list(ctx: Ctx, req: Request<Incoming>) -> Result<Response<Body>, Ap
                 task
             })
             .collect(),
-        next_page_token: page.next.map(encode_page_token).unwrap_or_default(),
+        next_page_token: page
+            .next
+            .map(|cursor| tokens.issue(&ctx.principal, &filter, cursor))
+            .unwrap_or_default(),
         page_size: filter.page_size as i32,
         total_size: page.total.min(i32::MAX as u64) as i32,
     };
@@ -454,6 +448,7 @@ pub async fn subscribe(
         ))
         .with_metadata("taskId", task_id));
     }
+    let slot = ctx.start_stream()?;
     // An interrupted Task stays subscribable: the stream waits for its continuation.
-    stream_updates(ctx, task_id, None, false).await
+    stream_updates(ctx, slot, task_id, None, false).await
 }

@@ -196,6 +196,12 @@ impl TaskPlane {
         Ok(plane)
     }
 
+    /// The key that signs `GET /tasks` page tokens (made with the store, kept with it).
+    pub fn page_token_key(&self) -> Result<Vec<u8>, PlaneError> {
+        self.store
+            .read(|conn| crate::store::secret(conn, "page_tokens").map_err(PlaneError::from))
+    }
+
     /// Closes the store and releases the root's lock. Idempotent.
     pub fn close(&self) {
         self.store.close();

@@ -32,7 +32,7 @@ use rusqlite::{Connection, OpenFlags};
 use tokio::sync::oneshot;
 
 pub use faults::{FaultAction, Faults, ACCEPTANCE_STEPS};
-pub use schema::SCHEMA_VERSION;
+pub use schema::{secret, SCHEMA_VERSION};
 
 /// The database file inside a store root.
 pub const DB_FILE: &str = "task-plane.sqlite3";

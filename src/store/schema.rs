@@ -6,7 +6,7 @@ use rusqlite::Connection;
 use super::StoreError;
 
 /// The schema version this build writes.
-pub const SCHEMA_VERSION: i64 = 2;
+pub const SCHEMA_VERSION: i64 = 3;
 
 /// The store's schema version, refused when a newer build wrote it.
 pub fn readable_version(conn: &Connection, path: &std::path::Path) -> Result<i64, StoreError> {
@@ -163,10 +163,30 @@ const V2: &str = r#"
 ALTER TABLE tasks ADD COLUMN input_schema TEXT;
 "#;
 
+/// Version 3: the store's own secrets, made once from SQLite's randomness (seeded by the
+/// operating system). `page_tokens` signs `GET /tasks` page tokens, so a token is bound to
+/// the caller and the query it was issued for, and stays valid across restarts.
+const V3: &str = r#"
+CREATE TABLE secrets (
+  name  TEXT PRIMARY KEY,
+  value BLOB NOT NULL
+) WITHOUT ROWID;
+INSERT INTO secrets (name, value) VALUES ('page_tokens', randomblob(32));
+"#;
+
+/// The store's secret `name` (see [`V3`]).
+pub fn secret(conn: &Connection, name: &str) -> Result<Vec<u8>, StoreError> {
+    Ok(
+        conn.query_row("SELECT value FROM secrets WHERE name = ?1", [name], |r| {
+            r.get(0)
+        })?,
+    )
+}
+
 /// Brings the schema to [`SCHEMA_VERSION`]. Refuses a store written by a newer build.
 pub fn migrate(conn: &mut Connection, path: &std::path::Path) -> Result<(), StoreError> {
     let version = readable_version(conn, path)?;
-    for (target, sql) in [(1, V1), (2, V2)] {
+    for (target, sql) in [(1, V1), (2, V2), (3, V3)] {
         if version < target {
             let tx = conn.transaction()?;
             tx.execute_batch(sql)?;

@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod http;
+pub mod server;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

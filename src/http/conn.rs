@@ -1,0 +1,362 @@
+//! Who gets a connection slot, and what a slow or idle client may hold.
+//!
+//! - **Short requests always get served.** At most `max_connections` connections are served
+//!   at once. When a new connection arrives at the limit, the connection that has been idle
+//!   the longest (between requests, or connected without sending one) is closed to make
+//!   room; only when every slot is busy does the newcomer wait for one.
+//! - **Streams do not take connection slots.** An SSE response moves its connection from the
+//!   connection pool to the stream pool (`max_streams` overall, `max_streams_per_principal`
+//!   per caller; beyond either, `429 RESOURCE_EXHAUSTED`), and the connection closes when
+//!   its stream ends (`Connection: close`).
+//! - **A client that stops reading is dropped.** [`WriteDeadline`] fails a connection whose
+//!   writes make no progress for `write_timeout` (see `sse.rs` for the per-stream backlog).
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
+use tokio::time::{Instant, Sleep};
+
+use super::error::ApiError;
+
+/// A socket whose writes fail with `TimedOut` once they make no progress for `timeout`
+/// (the peer stopped reading and every buffer is full). Reads are untouched: an idle
+/// keep-alive connection writes nothing, so it never stalls.
+pub struct WriteDeadline<S> {
+    inner: S,
+    timeout: Duration,
+    stalled: Option<Pin<Box<Sleep>>>,
+}
+
+impl<S> WriteDeadline<S> {
+    pub fn new(inner: S, timeout: Duration) -> Self {
+        WriteDeadline {
+            inner,
+            timeout,
+            stalled: None,
+        }
+    }
+
+    /// Called when a write returned `Pending`: starts the stall clock (or checks it).
+    fn check_stall(&mut self, cx: &mut Context<'_>) -> Poll<io::Error> {
+        let timeout = self.timeout;
+        let sleep = self
+            .stalled
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep(timeout)));
+        match sleep.as_mut().poll(cx) {
+            Poll::Ready(()) => Poll::Ready(io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!(
+                    "the client read nothing for {} ms (A2A_WRITE_TIMEOUT_MS)",
+                    timeout.as_millis()
+                ),
+            )),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+
+    fn progress<T>(
+        &mut self,
+        cx: &mut Context<'_>,
+        poll: Poll<io::Result<T>>,
+    ) -> Poll<io::Result<T>> {
+        match poll {
+            Poll::Ready(result) => {
+                self.stalled = None;
+                Poll::Ready(result)
+            }
+            Poll::Pending => match self.check_stall(cx) {
+                Poll::Ready(err) => Poll::Ready(Err(err)),
+                Poll::Pending => Poll::Pending,
+            },
+        }
+    }
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for WriteDeadline<S> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for WriteDeadline<S> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let poll = Pin::new(&mut self.inner).poll_write(cx, buf);
+        self.progress(cx, poll)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let poll = Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
+        self.progress(cx, poll)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let poll = Pin::new(&mut self.inner).poll_flush(cx);
+        self.progress(cx, poll)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let poll = Pin::new(&mut self.inner).poll_shutdown(cx);
+        self.progress(cx, poll)
+    }
+}
+
+/// Limits of the connection and stream pools.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    pub max_connections: usize,
+    pub max_streams: usize,
+    pub max_streams_per_principal: usize,
+}
+
+/// The listener's connections: slots, idle order, and open streams.
+pub struct Connections {
+    limits: Limits,
+    permits: Arc<Semaphore>,
+    state: Mutex<State>,
+    /// Signalled when a connection becomes idle (a candidate to close at the limit).
+    became_idle: Notify,
+    /// Signalled when the last connection is gone.
+    all_closed: Notify,
+}
+
+#[derive(Default)]
+struct State {
+    next_id: u64,
+    open: HashMap<u64, Arc<Slot>>,
+    streams: usize,
+    streams_by_principal: HashMap<String, usize>,
+}
+
+/// One accepted connection.
+pub struct Slot {
+    id: u64,
+    /// The connection-pool permit; `None` once the connection carries a stream.
+    permit: Mutex<Option<OwnedSemaphorePermit>>,
+    /// Requests whose response has not been fully written yet.
+    in_flight: AtomicUsize,
+    /// When the connection last became idle (accepted, or its last response written).
+    idle_since: Mutex<Instant>,
+    /// Asks the connection to close once its current response (if any) is written.
+    close: Notify,
+}
+
+impl Slot {
+    /// Resolves when the listener asks this connection to make room.
+    pub async fn close_requested(&self) {
+        self.close.notified().await
+    }
+
+    fn is_idle(&self) -> bool {
+        self.in_flight.load(Ordering::Acquire) == 0
+            && self
+                .permit
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .is_some()
+    }
+}
+
+impl Connections {
+    pub fn new(limits: Limits) -> Arc<Connections> {
+        Arc::new(Connections {
+            permits: Arc::new(Semaphore::new(limits.max_connections)),
+            limits,
+            state: Mutex::new(State::default()),
+            became_idle: Notify::new(),
+            all_closed: Notify::new(),
+        })
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A connection slot for a just-accepted connection. At the limit, the longest-idle
+    /// connection is asked to close; when none is idle, this waits until one is (or until a
+    /// slot frees up).
+    pub async fn admit(self: &Arc<Self>) -> Arc<Slot> {
+        let permit = loop {
+            if let Ok(permit) = self.permits.clone().try_acquire_owned() {
+                break permit;
+            }
+            let idle = self.became_idle.notified();
+            tokio::pin!(idle);
+            idle.as_mut().enable();
+            if self.close_longest_idle() {
+                // Its permit returns as soon as it has closed.
+                if let Ok(permit) = self.permits.clone().acquire_owned().await {
+                    break permit;
+                }
+                continue;
+            }
+            tokio::select! {
+                permit = self.permits.clone().acquire_owned() => match permit {
+                    Ok(permit) => break permit,
+                    Err(_) => continue,
+                },
+                _ = idle => {}
+            }
+        };
+        let mut state = self.state();
+        state.next_id += 1;
+        let slot = Arc::new(Slot {
+            id: state.next_id,
+            permit: Mutex::new(Some(permit)),
+            in_flight: AtomicUsize::new(0),
+            idle_since: Mutex::new(Instant::now()),
+            close: Notify::new(),
+        });
+        state.open.insert(slot.id, slot.clone());
+        slot
+    }
+
+    /// Asks the connection idle the longest to close; `false` when none is idle.
+    fn close_longest_idle(&self) -> bool {
+        let state = self.state();
+        let oldest = state
+            .open
+            .values()
+            .filter(|slot| slot.is_idle())
+            .min_by_key(|slot| *slot.idle_since.lock().unwrap_or_else(|p| p.into_inner()));
+        match oldest {
+            Some(slot) => {
+                slot.close.notify_one();
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The connection `slot` has ended.
+    pub fn closed(&self, slot: &Slot) {
+        let mut state = self.state();
+        state.open.remove(&slot.id);
+        if state.open.is_empty() {
+            self.all_closed.notify_waiters();
+        }
+    }
+
+    /// Waits until every connection has ended.
+    pub async fn wait_all_closed(&self) {
+        loop {
+            let closed = self.all_closed.notified();
+            tokio::pin!(closed);
+            closed.as_mut().enable();
+            if self.state().open.is_empty() {
+                return;
+            }
+            closed.await;
+        }
+    }
+
+    /// Marks a request on `slot` as started; the returned guard marks it done when dropped
+    /// (once its response has been written).
+    pub fn request_started(self: &Arc<Self>, slot: &Arc<Slot>) -> RequestGuard {
+        slot.in_flight.fetch_add(1, Ordering::AcqRel);
+        RequestGuard {
+            connections: self.clone(),
+            slot: slot.clone(),
+        }
+    }
+
+    /// Moves `slot` from the connection pool to the stream pool for `principal`, or refuses
+    /// with `429 RESOURCE_EXHAUSTED` naming the limit that was reached.
+    pub fn start_stream(
+        self: &Arc<Self>,
+        slot: &Arc<Slot>,
+        principal: &str,
+    ) -> Result<StreamGuard, ApiError> {
+        let mut state = self.state();
+        if state.streams >= self.limits.max_streams {
+            return Err(ApiError::resource_exhausted(format!(
+                "this agent already serves {} streams (A2A_MAX_STREAMS); poll the Task with GET /tasks/{{id}} or subscribe again later",
+                self.limits.max_streams
+            )));
+        }
+        let mine = state
+            .streams_by_principal
+            .get(principal)
+            .copied()
+            .unwrap_or(0);
+        if mine >= self.limits.max_streams_per_principal {
+            return Err(ApiError::resource_exhausted(format!(
+                "you already have {mine} open streams (A2A_MAX_STREAMS_PER_PRINCIPAL); close one, or poll the Task with GET /tasks/{{id}}"
+            )));
+        }
+        state.streams += 1;
+        *state
+            .streams_by_principal
+            .entry(principal.to_string())
+            .or_insert(0) += 1;
+        drop(state);
+        // The connection no longer counts against max_connections; it closes after the
+        // stream (the response says `Connection: close`).
+        slot.permit.lock().unwrap_or_else(|p| p.into_inner()).take();
+        Ok(StreamGuard {
+            connections: self.clone(),
+            principal: principal.to_string(),
+        })
+    }
+}
+
+/// A request in flight on a connection.
+pub struct RequestGuard {
+    connections: Arc<Connections>,
+    slot: Arc<Slot>,
+}
+
+impl Drop for RequestGuard {
+    fn drop(&mut self) {
+        if self.slot.in_flight.fetch_sub(1, Ordering::AcqRel) == 1 {
+            *self
+                .slot
+                .idle_since
+                .lock()
+                .unwrap_or_else(|p| p.into_inner()) = Instant::now();
+            self.connections.became_idle.notify_waiters();
+        }
+    }
+}
+
+/// An open stream; dropping it frees its place in the stream pool.
+pub struct StreamGuard {
+    connections: Arc<Connections>,
+    principal: String,
+}
+
+impl Drop for StreamGuard {
+    fn drop(&mut self) {
+        let mut state = self.connections.state();
+        state.streams = state.streams.saturating_sub(1);
+        if let Some(n) = state.streams_by_principal.get_mut(&self.principal) {
+            *n -= 1;
+            if *n == 0 {
+                state.streams_by_principal.remove(&self.principal);
+            }
+        }
+    }
+}
