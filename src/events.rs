@@ -73,7 +73,8 @@ pub struct Activity {
 
 #[derive(Default)]
 struct Channels {
-    tasks: HashMap<String, broadcast::Sender<TaskEvent>>,
+    /// Updates are shared, not copied, between a Task's subscribers.
+    tasks: HashMap<String, broadcast::Sender<Arc<TaskEvent>>>,
     /// Activity watchers by id; a watcher whose receiver is gone is dropped on send.
     activity: Vec<(u64, mpsc::Sender<Activity>)>,
     /// Acceptance watchers (wake queues) by id; never lag, never poll.
@@ -179,7 +180,7 @@ impl EventBus {
         }
         if let Some(sender) = channels.tasks.get(event.task_id()) {
             // No receiver left is fine: the last subscription is being dropped.
-            let _ = sender.send(event);
+            let _ = sender.send(Arc::new(event));
         }
     }
 
@@ -201,7 +202,7 @@ impl EventBus {
 
 /// A live subscription to one Task; its channel goes away with the last subscription.
 pub struct TaskSubscription {
-    receiver: Option<broadcast::Receiver<TaskEvent>>,
+    receiver: Option<broadcast::Receiver<Arc<TaskEvent>>>,
     task_id: String,
     channels: Arc<Mutex<Channels>>,
 }
@@ -209,7 +210,7 @@ pub struct TaskSubscription {
 impl TaskSubscription {
     /// The next update; `Err` when the subscriber fell too far behind (updates were lost:
     /// read the Task again) or the bus is gone.
-    pub async fn recv(&mut self) -> Result<TaskEvent, broadcast::error::RecvError> {
+    pub async fn recv(&mut self) -> Result<Arc<TaskEvent>, broadcast::error::RecvError> {
         match self.receiver.as_mut() {
             Some(receiver) => receiver.recv().await,
             None => Err(broadcast::error::RecvError::Closed),

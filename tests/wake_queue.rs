@@ -444,7 +444,7 @@ fn outputs_are_declared_workflow_outputs_recorded_as_typed_artifacts() {
         .unwrap();
     let first = rt.block_on(async { updates.recv().await.unwrap() });
     assert!(
-        matches!(first, a2a_task_plane::events::TaskEvent::Artifact { ref artifact, .. } if artifact.name.as_deref() == Some("pull-request"))
+        matches!(*first, a2a_task_plane::events::TaskEvent::Artifact { ref artifact, .. } if artifact.name.as_deref() == Some("pull-request"))
     );
     queue.close();
 }

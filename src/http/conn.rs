@@ -15,7 +15,7 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -141,6 +141,8 @@ pub struct Connections {
     became_idle: Notify,
     /// Signalled when the last connection is gone.
     all_closed: Notify,
+    /// A memory trim is scheduled (see [`Connections::dropped_for_stalling`]).
+    trim_scheduled: AtomicBool,
 }
 
 #[derive(Default)]
@@ -188,6 +190,7 @@ impl Connections {
             state: Mutex::new(State::default()),
             became_idle: Notify::new(),
             all_closed: Notify::new(),
+            trim_scheduled: AtomicBool::new(false),
         })
     }
 
@@ -260,6 +263,22 @@ impl Connections {
         }
     }
 
+    /// A connection was dropped because its client stopped reading. Its buffers are freed,
+    /// but glibc keeps large freed buffers in the heap once it has raised its mmap
+    /// threshold, so a burst of slow readers would leave the process larger after each
+    /// burst. One trim, a second after the burst, hands that memory back to the OS.
+    pub fn dropped_for_stalling(self: &Arc<Self>) {
+        if self.trim_scheduled.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let connections = self.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            connections.trim_scheduled.store(false, Ordering::Release);
+            let _ = tokio::task::spawn_blocking(trim_heap).await;
+        });
+    }
+
     /// Waits until every connection has ended.
     pub async fn wait_all_closed(&self) {
         loop {
@@ -322,6 +341,29 @@ impl Connections {
         })
     }
 }
+
+/// Whether a connection ended because its writes stalled ([`WriteDeadline`]).
+pub fn is_write_stall(err: &hyper::Error) -> bool {
+    let mut source = std::error::Error::source(err);
+    while let Some(err) = source {
+        if let Some(io) = err.downcast_ref::<io::Error>() {
+            return io.kind() == io::ErrorKind::TimedOut;
+        }
+        source = err.source();
+    }
+    false
+}
+
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+fn trim_heap() {
+    // SAFETY: malloc_trim only releases free memory of the allocator's own arenas.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+fn trim_heap() {}
 
 /// A request in flight on a connection.
 pub struct RequestGuard {

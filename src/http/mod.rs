@@ -288,15 +288,21 @@ async fn serve(listener: tokio::net::TcpListener, shared: Arc<Shared>) {
         let mut shutdown = shutdown.clone();
         tokio::spawn(async move {
             tokio::pin!(conn);
-            let stop = tokio::select! {
-                _ = conn.as_mut() => false,
-                _ = slot.close_requested() => true,
-                _ = shutdown.wait_for(|stop| *stop) => true,
+            let ended = tokio::select! {
+                ended = conn.as_mut() => Some(ended),
+                _ = slot.close_requested() => None,
+                _ = shutdown.wait_for(|stop| *stop) => None,
             };
-            if stop {
-                // Idle: closes now; busy: after the response in progress.
-                conn.as_mut().graceful_shutdown();
-                let _ = conn.await;
+            let ended = match ended {
+                Some(ended) => ended,
+                None => {
+                    // Idle: closes now; busy: after the response in progress.
+                    conn.as_mut().graceful_shutdown();
+                    conn.await
+                }
+            };
+            if ended.as_ref().is_err_and(conn::is_write_stall) {
+                connections.dropped_for_stalling();
             }
             connections.closed(&slot);
         });

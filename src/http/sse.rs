@@ -69,12 +69,7 @@ impl EventStream {
     /// Sends one event; `false` when the client has gone away or has not read for the
     /// write timeout (the stream should end).
     pub async fn send(&self, event: &StreamResponse) -> bool {
-        let mut line = Vec::with_capacity(256);
-        line.extend_from_slice(b"data: ");
-        // Compact JSON never contains a raw newline, so one `data:` line holds the event.
-        wire::json::encode_into(&mut line, event);
-        line.extend_from_slice(b"\n\n");
-        self.push(Bytes::from(line)).await
+        self.push(frame(event)).await
     }
 
     /// A comment line that keeps idle connections (and proxies) from timing out.
@@ -82,8 +77,9 @@ impl EventStream {
         self.push(Bytes::from_static(b": keep-alive\n\n")).await
     }
 
-    /// Queues `frame` once the backlog has room for it (an empty backlog always has).
-    async fn push(&self, frame: Bytes) -> bool {
+    /// Queues an encoded `frame` once the backlog has room for it (an empty backlog always
+    /// has); `false` as for [`EventStream::send`].
+    pub async fn push(&self, frame: Bytes) -> bool {
         let deadline = tokio::time::Instant::now() + self.write_timeout;
         loop {
             let drained = self.backlog.drained.notified();
@@ -105,6 +101,16 @@ impl EventStream {
         self.backlog.queued.fetch_add(frame.len(), Ordering::AcqRel);
         self.frames.send(frame).is_ok()
     }
+}
+
+/// One event as an SSE frame: a `data:` line and a blank line.
+pub fn frame(event: &StreamResponse) -> Bytes {
+    let mut line = Vec::with_capacity(256);
+    line.extend_from_slice(b"data: ");
+    // Compact JSON never contains a raw newline, so one `data:` line holds the event.
+    wire::json::encode_into(&mut line, event);
+    line.extend_from_slice(b"\n\n");
+    Bytes::from(line)
 }
 
 /// A `200 text/event-stream` response and the handle that feeds it. `slot` is the stream's

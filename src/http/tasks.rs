@@ -145,7 +145,7 @@ pub async fn wait_settled(ctx: &Ctx, task_id: &str, timeout: Duration) -> Result
     }
 }
 
-fn event_frame(ctx: &Ctx, event: TaskEvent) -> StreamResponse {
+fn event_frame(ctx: &Ctx, event: &TaskEvent) -> StreamResponse {
     let activated = &ctx.extensions;
     let payload = match event {
         TaskEvent::Status {
@@ -155,18 +155,19 @@ fn event_frame(ctx: &Ctx, event: TaskEvent) -> StreamResponse {
             message,
             at_ms,
         } => {
-            let mut message =
-                message.map(|m| convert::message_to_wire(&m, &context_id, Some(&task_id)));
+            let mut message = message
+                .as_ref()
+                .map(|m| convert::message_to_wire(m, context_id, Some(task_id)));
             if let Some(m) = message.as_mut() {
                 project_message(m, activated);
             }
             stream_response::Payload::StatusUpdate(wire::TaskStatusUpdateEvent {
-                task_id,
-                context_id,
+                task_id: task_id.clone(),
+                context_id: context_id.clone(),
                 status: Some(wire::TaskStatus {
-                    state: convert::state_to_wire(state) as i32,
+                    state: convert::state_to_wire(*state) as i32,
                     message,
-                    timestamp: Some(Timestamp::from_unix_millis(at_ms)),
+                    timestamp: Some(Timestamp::from_unix_millis(*at_ms)),
                 }),
                 metadata: None,
             })
@@ -176,11 +177,11 @@ fn event_frame(ctx: &Ctx, event: TaskEvent) -> StreamResponse {
             context_id,
             artifact,
         } => {
-            let mut artifact = convert::artifact_to_wire(&artifact);
+            let mut artifact = convert::artifact_to_wire(artifact);
             project_artifact(&mut artifact, activated);
             stream_response::Payload::ArtifactUpdate(wire::TaskArtifactUpdateEvent {
-                task_id,
-                context_id,
+                task_id: task_id.clone(),
+                context_id: context_id.clone(),
                 artifact: Some(artifact),
                 append: false,
                 last_chunk: true,
@@ -207,15 +208,18 @@ async fn stream_updates(
     let mut updates = ctx.shared.plane.events().subscribe(&task_id);
     let record = read_task(&ctx, &task_id, history_length).await?;
     let (response, events) = sse::response(&ctx.extensions, slot, ctx.write_timeout());
-    let first = StreamResponse {
+    // A terminal snapshot always ends the stream (nothing more can happen), even when the
+    // Task settled between the caller's checks and this read.
+    let ends_now = record.state.is_terminal() || (close_if_settled && settled(record.state));
+    // Encoded here, so the stream keeps neither the record nor its wire copy: only the
+    // bytes, until the client has taken them.
+    let first = sse::frame(&StreamResponse {
         payload: Some(stream_response::Payload::Task(project_task(&ctx, &record))),
-    };
+    });
+    drop(record);
     let mut shutdown = ctx.shared.shutdown.clone();
     tokio::spawn(async move {
-        // A terminal snapshot always ends the stream (nothing more can happen), even when
-        // the Task settled between the caller's checks and this read.
-        let ends_now = record.state.is_terminal() || (close_if_settled && settled(record.state));
-        if !events.send(&first).await || ends_now {
+        if !events.push(first).await || ends_now {
             return;
         }
         loop {
@@ -223,10 +227,12 @@ async fn stream_updates(
                 update = updates.recv() => {
                     let Ok(event) = update else { return };
                     let ends = event.state().is_some_and(settled);
+                    // Only the encoded bytes wait for a slow client.
+                    let frame = sse::frame(&event_frame(&ctx, &event));
+                    drop(event);
                     // A stalled client must not hold up shutdown.
-                    let frame = event_frame(&ctx, event);
                     let sent = tokio::select! {
-                        sent = events.send(&frame) => sent,
+                        sent = events.push(frame) => sent,
                         _ = shutdown.changed() => false,
                     };
                     if !sent || ends {
