@@ -59,6 +59,18 @@ fn open_subscription(addr: SocketAddr, token: &str, task_id: &str) -> (u16, TcpS
     (status, stream)
 }
 
+/// Reads a chunked stream up to its last chunk (the connection stays open: keep-alive).
+fn read_until_stream_end(stream: &mut TcpStream) -> String {
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !seen.ends_with(b"\r\n0\r\n\r\n") {
+        let n = stream.read(&mut buf).unwrap();
+        assert!(n > 0, "the stream closed before its last chunk");
+        seen.extend_from_slice(&buf[..n]);
+    }
+    String::from_utf8_lossy(&seen).into_owned()
+}
+
 fn big_artifact(n: usize) -> ArtifactRecord {
     ArtifactRecord {
         artifact_id: format!("chunk-{n}"),
@@ -170,10 +182,25 @@ fn streams_have_their_own_pool_limited_per_principal_and_overall() {
     );
     assert_eq!(canceled.status, 200);
     for stream in open.iter_mut().take(3) {
-        let mut rest = Vec::new();
-        stream.read_to_end(&mut rest).unwrap();
-        assert!(String::from_utf8_lossy(&rest).contains("TASK_STATE_CANCELED"));
+        assert!(read_until_stream_end(stream).contains("TASK_STATE_CANCELED"));
     }
+    // A connection whose stream ended goes back to the connection pool while it has room
+    // (two slots) and serves the next request; the others are closed.
+    let reused = open
+        .iter_mut()
+        .take(3)
+        .filter(|stream| {
+            // `&TcpStream` reads and writes too.
+            let mut stream: &TcpStream = stream;
+            let asked = write!(
+                stream,
+                "GET /tasks HTTP/1.1\r\nHost: x\r\nA2A-Version: 1.0\r\nAuthorization: Bearer {ALICE}\r\n\r\n"
+            );
+            let mut head = [0u8; 12];
+            asked.is_ok() && stream.read_exact(&mut head).is_ok() && &head[9..12] == b"200"
+        })
+        .count();
+    assert!((1..=2).contains(&reused), "{reused} connections reused");
     let again = working_task(&server, ALICE, "m-a2");
     let (status, _stream) = open_subscription(server.addr(), ALICE, &again);
     assert_eq!(status, 200);

@@ -6,8 +6,8 @@
 //!   room; only when every slot is busy does the newcomer wait for one.
 //! - **Streams do not take connection slots.** An SSE response moves its connection from the
 //!   connection pool to the stream pool (`max_streams` overall, `max_streams_per_principal`
-//!   per caller; beyond either, `429 RESOURCE_EXHAUSTED`), and the connection closes when
-//!   its stream ends (`Connection: close`).
+//!   per caller; beyond either, `429 RESOURCE_EXHAUSTED`). When the stream ends the
+//!   connection returns to the connection pool, or closes if that pool is full.
 //! - **A client that stops reading is dropped.** [`WriteDeadline`] fails a connection whose
 //!   writes make no progress for `write_timeout` (see `sse.rs` for the per-stream backlog).
 
@@ -332,11 +332,11 @@ impl Connections {
             .entry(principal.to_string())
             .or_insert(0) += 1;
         drop(state);
-        // The connection no longer counts against max_connections; it closes after the
-        // stream (the response says `Connection: close`).
+        // The connection no longer counts against max_connections until its stream ends.
         slot.permit.lock().unwrap_or_else(|p| p.into_inner()).take();
         Ok(StreamGuard {
             connections: self.clone(),
+            slot: slot.clone(),
             principal: principal.to_string(),
         })
     }
@@ -384,14 +384,24 @@ impl Drop for RequestGuard {
     }
 }
 
-/// An open stream; dropping it frees its place in the stream pool.
+/// An open stream; dropping it (once hyper has written the whole stream) frees its place in
+/// the stream pool and moves the connection back to the connection pool, or closes it
+/// when that pool is full.
 pub struct StreamGuard {
     connections: Arc<Connections>,
+    slot: Arc<Slot>,
     principal: String,
 }
 
 impl Drop for StreamGuard {
     fn drop(&mut self) {
+        match self.connections.permits.clone().try_acquire_owned() {
+            Ok(permit) => {
+                *self.slot.permit.lock().unwrap_or_else(|p| p.into_inner()) = Some(permit);
+            }
+            // Over the limit now: close once the stream's response is complete.
+            Err(_) => self.slot.close.notify_one(),
+        }
         let mut state = self.connections.state();
         state.streams = state.streams.saturating_sub(1);
         if let Some(n) = state.streams_by_principal.get_mut(&self.principal) {

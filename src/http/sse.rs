@@ -17,7 +17,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use http_body_util::BodyExt;
 use hyper::body::Frame;
-use hyper::header::{HeaderValue, CACHE_CONTROL, CONNECTION, CONTENT_TYPE};
+use hyper::header::{HeaderValue, CACHE_CONTROL, CONTENT_TYPE};
 use hyper::{Response, StatusCode};
 use tokio::sync::{mpsc, Notify};
 
@@ -114,7 +114,7 @@ pub fn frame(event: &StreamResponse) -> Bytes {
 }
 
 /// A `200 text/event-stream` response and the handle that feeds it. `slot` is the stream's
-/// place in the stream pool; the connection closes after the stream.
+/// place in the stream pool, held until hyper drops the body.
 pub fn response(
     extensions: &[String],
     slot: StreamGuard,
@@ -136,8 +136,6 @@ pub fn response(
     headers.insert(CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
     headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
-    // A stream's connection left the connection pool: it is not reused afterwards.
-    headers.insert(CONNECTION, HeaderValue::from_static("close"));
     negotiate::echo_extensions(headers, extensions);
     (
         response,
