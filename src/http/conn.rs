@@ -15,14 +15,14 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
-use tokio::time::{Instant, Sleep};
+use tokio::time::Sleep;
 
 use super::error::ApiError;
 
@@ -137,8 +137,12 @@ pub struct Connections {
     limits: Limits,
     permits: Arc<Semaphore>,
     state: Mutex<State>,
-    /// Signalled when a connection becomes idle (a candidate to close at the limit).
+    /// Signalled when a connection becomes idle (a candidate to close at the limit), while
+    /// `admitting` says a newcomer waits for one.
     became_idle: Notify,
+    admitting: AtomicBool,
+    /// Orders idle connections: the lowest mark has been idle the longest.
+    idle_marks: AtomicU64,
     /// Signalled when the last connection is gone.
     all_closed: Notify,
     /// A memory trim is scheduled (see [`Connections::dropped_for_stalling`]).
@@ -160,8 +164,9 @@ pub struct Slot {
     permit: Mutex<Option<OwnedSemaphorePermit>>,
     /// Requests whose response has not been fully written yet.
     in_flight: AtomicUsize,
-    /// When the connection last became idle (accepted, or its last response written).
-    idle_since: Mutex<Instant>,
+    /// When the connection last became idle (accepted, or its last response written), as a
+    /// mark of [`Connections::idle_marks`].
+    idle_since: AtomicU64,
     /// Asks the connection to close once its current response (if any) is written.
     close: Notify,
 }
@@ -173,7 +178,9 @@ impl Slot {
     }
 
     fn is_idle(&self) -> bool {
-        self.in_flight.load(Ordering::Acquire) == 0
+        // SeqCst with the guard's decrement and `admitting`: an admit that scans while a
+        // request ends either sees the connection idle or is woken by it.
+        self.in_flight.load(Ordering::SeqCst) == 0
             && self
                 .permit
                 .lock()
@@ -189,6 +196,8 @@ impl Connections {
             limits,
             state: Mutex::new(State::default()),
             became_idle: Notify::new(),
+            admitting: AtomicBool::new(false),
+            idle_marks: AtomicU64::new(0),
             all_closed: Notify::new(),
             trim_scheduled: AtomicBool::new(false),
         })
@@ -202,6 +211,25 @@ impl Connections {
     /// connection is asked to close; when none is idle, this waits until one is (or until a
     /// slot frees up).
     pub async fn admit(self: &Arc<Self>) -> Arc<Slot> {
+        let permit = self.wait_for_permit().await;
+        let mut state = self.state();
+        state.next_id += 1;
+        let slot = Arc::new(Slot {
+            id: state.next_id,
+            permit: Mutex::new(Some(permit)),
+            in_flight: AtomicUsize::new(0),
+            idle_since: AtomicU64::new(self.idle_marks.fetch_add(1, Ordering::Relaxed)),
+            close: Notify::new(),
+        });
+        state.open.insert(slot.id, slot.clone());
+        slot
+    }
+
+    async fn wait_for_permit(self: &Arc<Self>) -> OwnedSemaphorePermit {
+        if let Ok(permit) = self.permits.clone().try_acquire_owned() {
+            return permit;
+        }
+        self.admitting.store(true, Ordering::SeqCst);
         let permit = loop {
             if let Ok(permit) = self.permits.clone().try_acquire_owned() {
                 break permit;
@@ -224,17 +252,8 @@ impl Connections {
                 _ = idle => {}
             }
         };
-        let mut state = self.state();
-        state.next_id += 1;
-        let slot = Arc::new(Slot {
-            id: state.next_id,
-            permit: Mutex::new(Some(permit)),
-            in_flight: AtomicUsize::new(0),
-            idle_since: Mutex::new(Instant::now()),
-            close: Notify::new(),
-        });
-        state.open.insert(slot.id, slot.clone());
-        slot
+        self.admitting.store(false, Ordering::SeqCst);
+        permit
     }
 
     /// Asks the connection idle the longest to close; `false` when none is idle.
@@ -244,7 +263,7 @@ impl Connections {
             .open
             .values()
             .filter(|slot| slot.is_idle())
-            .min_by_key(|slot| *slot.idle_since.lock().unwrap_or_else(|p| p.into_inner()));
+            .min_by_key(|slot| slot.idle_since.load(Ordering::Relaxed));
         match oldest {
             Some(slot) => {
                 slot.close.notify_one();
@@ -373,13 +392,12 @@ pub struct RequestGuard {
 
 impl Drop for RequestGuard {
     fn drop(&mut self) {
-        if self.slot.in_flight.fetch_sub(1, Ordering::AcqRel) == 1 {
-            *self
-                .slot
-                .idle_since
-                .lock()
-                .unwrap_or_else(|p| p.into_inner()) = Instant::now();
-            self.connections.became_idle.notify_waiters();
+        if self.slot.in_flight.fetch_sub(1, Ordering::SeqCst) == 1 {
+            let mark = self.connections.idle_marks.fetch_add(1, Ordering::Relaxed);
+            self.slot.idle_since.store(mark, Ordering::Relaxed);
+            if self.connections.admitting.load(Ordering::SeqCst) {
+                self.connections.became_idle.notify_waiters();
+            }
         }
     }
 }
