@@ -342,3 +342,68 @@ fn a_task_session_folder_goes_with_its_task_and_an_orphan_after_the_window() {
     assert_eq!(plane.startup_report().sessions, 2);
     plane.close();
 }
+
+/// `GET /tasks` reports `totalSize` from counts the store keeps (schema 4): they follow
+/// every insert, state change and compaction, and a store migrated from schema 3 gets them
+/// from the Tasks it already holds.
+#[test]
+fn the_kept_task_count_follows_inserts_state_changes_compaction_and_migration() {
+    use a2a_task_plane::plane::{Inspector, ListFilter};
+    let tmp = TempRoot::new("ret-counts");
+    let clock = ManualClock::new(T0);
+    let plane = open_with_clock(&tmp.store(), &clock);
+    let total = |plane: &TaskPlane, principal: &str, state: Option<TaskState>| {
+        let filter = ListFilter {
+            page_size: 1,
+            state,
+            ..ListFilter::default()
+        };
+        plane.list_tasks(principal, &filter).unwrap().total
+    };
+    let mut ids = Vec::new();
+    for n in 0..5 {
+        let accepted = plane
+            .accept_in_context("alice", None, user(&format!("m-{n}"), "x"), vec![])
+            .unwrap();
+        ids.push(accepted.task_id.unwrap());
+    }
+    plane
+        .accept_in_context("bob", None, user("m-b", "x"), vec![])
+        .unwrap();
+    plane
+        .complete(&ids[0], vec![], Some(agent("done")))
+        .unwrap();
+    plane.start_work(&ids[1]).unwrap();
+    assert_eq!(total(&plane, "alice", None), 5);
+    assert_eq!(total(&plane, "alice", Some(TaskState::Completed)), 1);
+    assert_eq!(total(&plane, "alice", Some(TaskState::Working)), 1);
+    assert_eq!(total(&plane, "alice", Some(TaskState::Submitted)), 3);
+    assert_eq!(total(&plane, "bob", None), 1);
+    assert_eq!(total(&plane, "carol", None), 0);
+
+    // Compaction deletes the settled Task 30 days on; its count goes with it.
+    clock.advance(31 * DAY_MS);
+    let plane = reopen(plane, &tmp.store(), &clock);
+    assert_eq!(total(&plane, "alice", None), 4);
+    assert_eq!(total(&plane, "alice", Some(TaskState::Completed)), 0);
+    let db = plane.store().db_path().to_path_buf();
+    plane.close();
+    let inspector = Inspector::open(&tmp.store()).unwrap();
+    assert_eq!(inspector.check().unwrap(), Vec::<String>::new());
+    drop(inspector);
+
+    // A store from before the counts: they are rebuilt from its Tasks on open.
+    {
+        let conn = rusqlite::Connection::open(&db).unwrap();
+        conn.execute_batch(
+            "DROP TRIGGER task_counts_insert; DROP TRIGGER task_counts_delete; \
+             DROP TRIGGER task_counts_move; DROP TABLE task_counts; PRAGMA user_version = 3;",
+        )
+        .unwrap();
+    }
+    let plane = open_with_clock(&tmp.store(), &clock);
+    assert_eq!(total(&plane, "alice", None), 4);
+    assert_eq!(total(&plane, "alice", Some(TaskState::Working)), 1);
+    assert_eq!(total(&plane, "bob", None), 1);
+    plane.close();
+}

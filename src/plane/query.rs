@@ -59,18 +59,27 @@ impl TaskPlane {
         let count_params = params.clone();
         let mut page_clause = String::new();
         if let Some(after) = filter.after {
-            page_clause = " AND (status_ms < ? OR (status_ms = ? AND seq < ?))".to_string();
-            params.extend([
-                after.status_ms.into(),
-                after.status_ms.into(),
-                after.seq.into(),
-            ]);
+            // A row value, so SQLite seeks the index to the position (an `OR` of the two
+            // comparisons made it scan from the newest Task: page cost grew with depth).
+            page_clause = " AND (status_ms, seq) < (?, ?)".to_string();
+            params.extend([after.status_ms.into(), after.seq.into()]);
         }
         let limit = i64::from(filter.page_size.max(1));
         params.push((limit + 1).into());
+        // Without a context or time filter, the count is kept by the store (schema 4):
+        // one row read instead of counting the principal's Tasks on every page.
+        let maintained = filter.context_id.is_none() && filter.status_since_ms.is_none();
+        let count_sql = if maintained {
+            format!(
+                "SELECT COALESCE(SUM(n), 0) FROM task_counts WHERE {}",
+                matching
+            )
+        } else {
+            format!("SELECT COUNT(*) FROM tasks WHERE {matching}")
+        };
         self.read(|conn| {
             let total: i64 = conn
-                .prepare_cached(&format!("SELECT COUNT(*) FROM tasks WHERE {matching}"))?
+                .prepare_cached(&count_sql)?
                 .query_row(rusqlite::params_from_iter(count_params.iter()), |r| r.get(0))?;
             let sql = format!(
                 "SELECT {TASK_COLUMNS} FROM tasks WHERE {matching}{page_clause} ORDER BY status_ms DESC, seq DESC LIMIT ?"

@@ -6,7 +6,7 @@ use rusqlite::Connection;
 use super::StoreError;
 
 /// The schema version this build writes.
-pub const SCHEMA_VERSION: i64 = 3;
+pub const SCHEMA_VERSION: i64 = 4;
 
 /// The store's schema version, refused when a newer build wrote it.
 pub fn readable_version(conn: &Connection, path: &std::path::Path) -> Result<i64, StoreError> {
@@ -174,6 +174,33 @@ CREATE TABLE secrets (
 INSERT INTO secrets (name, value) VALUES ('page_tokens', randomblob(32));
 "#;
 
+/// Version 4: each principal's Task count by state, kept by triggers in the transaction
+/// that inserts, deletes or moves a Task, so `GET /tasks` reports `totalSize` without
+/// counting the principal's Tasks on every page. Filled from the Tasks already stored.
+const V4: &str = r#"
+CREATE TABLE task_counts (
+  principal TEXT NOT NULL,
+  state     TEXT NOT NULL,
+  n         INTEGER NOT NULL,
+  PRIMARY KEY (principal, state)
+) WITHOUT ROWID;
+INSERT INTO task_counts (principal, state, n)
+  SELECT principal, state, COUNT(*) FROM tasks GROUP BY principal, state;
+CREATE TRIGGER task_counts_insert AFTER INSERT ON tasks BEGIN
+  INSERT INTO task_counts (principal, state, n) VALUES (NEW.principal, NEW.state, 1)
+    ON CONFLICT (principal, state) DO UPDATE SET n = n + 1;
+END;
+CREATE TRIGGER task_counts_delete AFTER DELETE ON tasks BEGIN
+  UPDATE task_counts SET n = n - 1 WHERE principal = OLD.principal AND state = OLD.state;
+END;
+CREATE TRIGGER task_counts_move AFTER UPDATE OF principal, state ON tasks
+  WHEN OLD.principal IS NOT NEW.principal OR OLD.state IS NOT NEW.state BEGIN
+  UPDATE task_counts SET n = n - 1 WHERE principal = OLD.principal AND state = OLD.state;
+  INSERT INTO task_counts (principal, state, n) VALUES (NEW.principal, NEW.state, 1)
+    ON CONFLICT (principal, state) DO UPDATE SET n = n + 1;
+END;
+"#;
+
 /// The store's secret `name` (see [`V3`]).
 pub fn secret(conn: &Connection, name: &str) -> Result<Vec<u8>, StoreError> {
     Ok(
@@ -186,7 +213,7 @@ pub fn secret(conn: &Connection, name: &str) -> Result<Vec<u8>, StoreError> {
 /// Brings the schema to [`SCHEMA_VERSION`]. Refuses a store written by a newer build.
 pub fn migrate(conn: &mut Connection, path: &std::path::Path) -> Result<(), StoreError> {
     let version = readable_version(conn, path)?;
-    for (target, sql) in [(1, V1), (2, V2), (3, V3)] {
+    for (target, sql) in [(1, V1), (2, V2), (3, V3), (4, V4)] {
         if version < target {
             let tx = conn.transaction()?;
             tx.execute_batch(sql)?;
