@@ -241,6 +241,39 @@ fn idle_connections_make_room_for_new_ones_at_the_limit() {
 }
 
 #[test]
+fn connections_stuck_in_a_partial_request_head_make_room_too() {
+    let server = Server::start_with(Arc::new(AlwaysTask), |c| {
+        c.max_connections = 2;
+        c.idle_timeout_ms = 60_000;
+    });
+    // Slowloris: heads that never complete. Closing them gracefully would wait for the
+    // 60 s head timeout; asked to make room, they are dropped.
+    let stuck: Vec<TcpStream> = (0..4)
+        .map(|_| {
+            let mut s = TcpStream::connect(server.addr()).unwrap();
+            s.write_all(b"GET /tasks HTTP/1.1\r\nHost: x\r\nA2A-Vers")
+                .unwrap();
+            s
+        })
+        .collect();
+    for _ in 0..2 {
+        let reply = common::http::request_with_timeout(
+            server.addr(),
+            "GET",
+            "/tasks",
+            &[
+                ("A2A-Version", "1.0"),
+                ("Authorization", &format!("Bearer {ALICE}")),
+            ],
+            b"",
+            Duration::from_secs(20),
+        );
+        assert_eq!(reply.status, 200);
+    }
+    drop(stuck);
+}
+
+#[test]
 fn the_owner_gets_and_cancels_with_a_thousand_subscribers_and_two_hundred_idle_sockets() {
     // Each subscriber costs two descriptors in this process (client and server side).
     let subscribers = fd_budget().saturating_sub(600) / 2;

@@ -51,13 +51,7 @@ impl<S> WriteDeadline<S> {
             .stalled
             .get_or_insert_with(|| Box::pin(tokio::time::sleep(timeout)));
         match sleep.as_mut().poll(cx) {
-            Poll::Ready(()) => Poll::Ready(io::Error::new(
-                io::ErrorKind::TimedOut,
-                format!(
-                    "the client read nothing for {} ms (A2A_WRITE_TIMEOUT_MS)",
-                    timeout.as_millis()
-                ),
-            )),
+            Poll::Ready(()) => Poll::Ready(io::Error::new(io::ErrorKind::TimedOut, WriteStalled)),
             Poll::Pending => Poll::Pending,
         }
     }
@@ -124,6 +118,52 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for WriteDeadline<S> {
     }
 }
 
+/// How long a newcomer waits for the connection asked to make room before it asks the next
+/// idle one as well; and how long a connection asked to close may take before it is dropped
+/// (unless it is serving a request).
+pub const ROOM_PATIENCE: Duration = Duration::from_millis(500);
+/// Log lines about dropped or closed connections are one per burst, this long after its
+/// first event, with the count.
+const BURST_WINDOW: Duration = Duration::from_secs(1);
+
+/// Counts events of one kind and writes one log line per burst of them.
+struct BurstLog {
+    event: &'static str,
+    count: AtomicU64,
+    scheduled: AtomicBool,
+}
+
+impl BurstLog {
+    const fn new(event: &'static str) -> Self {
+        BurstLog {
+            event,
+            count: AtomicU64::new(0),
+            scheduled: AtomicBool::new(false),
+        }
+    }
+
+    /// Counts one event; the first of a burst schedules the line (and `then`, once the
+    /// burst's line is written). Must run on the listener's runtime.
+    fn note_then(self: &Arc<Self>, fields: serde_json::Value, then: Option<fn()>) {
+        self.count.fetch_add(1, Ordering::Relaxed);
+        if self.scheduled.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let log = self.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(BURST_WINDOW).await;
+            log.scheduled.store(false, Ordering::Release);
+            let count = log.count.swap(0, Ordering::Relaxed);
+            let mut fields = fields;
+            fields["connections"] = count.into();
+            crate::log::event(log.event, fields);
+            if let Some(then) = then {
+                let _ = tokio::task::spawn_blocking(then).await;
+            }
+        });
+    }
+}
+
 /// Limits of the connection and stream pools.
 #[derive(Debug, Clone, Copy)]
 pub struct Limits {
@@ -145,8 +185,9 @@ pub struct Connections {
     idle_marks: AtomicU64,
     /// Signalled when the last connection is gone.
     all_closed: Notify,
-    /// A memory trim is scheduled (see [`Connections::dropped_for_stalling`]).
-    trim_scheduled: AtomicBool,
+    /// Connections closed to make room, and connections dropped for stalling.
+    closed_for_room: Arc<BurstLog>,
+    stalled: Arc<BurstLog>,
 }
 
 #[derive(Default)]
@@ -160,8 +201,7 @@ struct State {
 /// One accepted connection.
 pub struct Slot {
     id: u64,
-    /// The connection-pool permit; `None` once the connection carries a stream.
-    permit: Mutex<Option<OwnedSemaphorePermit>>,
+    pool: Mutex<Pool>,
     /// Requests whose response has not been fully written yet.
     in_flight: AtomicUsize,
     /// When the connection last became idle (accepted, or its last response written), as a
@@ -171,21 +211,39 @@ pub struct Slot {
     close: Notify,
 }
 
+/// Where a connection stands in the connection pool.
+struct Pool {
+    /// Its permit; `None` while it carries a stream (or once it has ended).
+    permit: Option<OwnedSemaphorePermit>,
+    /// Asked to close to make room: not a candidate again.
+    closing: bool,
+    /// The connection has ended: a stream ending after it takes no permit.
+    ended: bool,
+}
+
 impl Slot {
     /// Resolves when the listener asks this connection to make room.
     pub async fn close_requested(&self) {
         self.close.notified().await
     }
 
+    /// Whether a request is being served (read, handled, or its response written).
+    pub fn is_serving(&self) -> bool {
+        self.in_flight.load(Ordering::SeqCst) != 0
+    }
+
+    fn pool(&self) -> std::sync::MutexGuard<'_, Pool> {
+        self.pool.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     fn is_idle(&self) -> bool {
         // SeqCst with the guard's decrement and `admitting`: an admit that scans while a
         // request ends either sees the connection idle or is woken by it.
-        self.in_flight.load(Ordering::SeqCst) == 0
-            && self
-                .permit
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .is_some()
+        if self.in_flight.load(Ordering::SeqCst) != 0 {
+            return false;
+        }
+        let pool = self.pool();
+        pool.permit.is_some() && !pool.closing
     }
 }
 
@@ -199,7 +257,8 @@ impl Connections {
             admitting: AtomicBool::new(false),
             idle_marks: AtomicU64::new(0),
             all_closed: Notify::new(),
-            trim_scheduled: AtomicBool::new(false),
+            closed_for_room: Arc::new(BurstLog::new("a2a_idle_connections_closed")),
+            stalled: Arc::new(BurstLog::new("a2a_slow_clients_dropped")),
         })
     }
 
@@ -216,7 +275,11 @@ impl Connections {
         state.next_id += 1;
         let slot = Arc::new(Slot {
             id: state.next_id,
-            permit: Mutex::new(Some(permit)),
+            pool: Mutex::new(Pool {
+                permit: Some(permit),
+                closing: false,
+                ended: false,
+            }),
             in_flight: AtomicUsize::new(0),
             idle_since: AtomicU64::new(self.idle_marks.fetch_add(1, Ordering::Relaxed)),
             close: Notify::new(),
@@ -237,19 +300,17 @@ impl Connections {
             let idle = self.became_idle.notified();
             tokio::pin!(idle);
             idle.as_mut().enable();
-            if self.close_longest_idle() {
-                // Its permit returns as soon as it has closed.
-                if let Ok(permit) = self.permits.clone().acquire_owned().await {
-                    break permit;
-                }
-                continue;
-            }
+            // The asked connection returns its permit once closed. Meanwhile another may go
+            // idle; and one asked may close slowly (a partial request head, a response still
+            // flushing), so after a while the next idle one is asked too.
+            let asked = self.close_longest_idle();
             tokio::select! {
                 permit = self.permits.clone().acquire_owned() => match permit {
                     Ok(permit) => break permit,
                     Err(_) => continue,
                 },
                 _ = idle => {}
+                _ = tokio::time::sleep(ROOM_PATIENCE), if asked => {}
             }
         };
         self.admitting.store(false, Ordering::SeqCst);
@@ -266,15 +327,29 @@ impl Connections {
             .min_by_key(|slot| slot.idle_since.load(Ordering::Relaxed));
         match oldest {
             Some(slot) => {
+                slot.pool().closing = true;
                 slot.close.notify_one();
+                self.closed_for_room.note_then(
+                    serde_json::json!({
+                        "why": "A2A_MAX_CONNECTIONS reached: the longest-idle connections made room",
+                        "max_connections": self.limits.max_connections,
+                    }),
+                    None,
+                );
                 true
             }
             None => false,
         }
     }
 
-    /// The connection `slot` has ended.
+    /// The connection `slot` has ended: its permit returns now, even if a stream it
+    /// carried is dropped later.
     pub fn closed(&self, slot: &Slot) {
+        {
+            let mut pool = slot.pool();
+            pool.ended = true;
+            pool.permit = None;
+        }
         let mut state = self.state();
         state.open.remove(&slot.id);
         if state.open.is_empty() {
@@ -285,17 +360,15 @@ impl Connections {
     /// A connection was dropped because its client stopped reading. Its buffers are freed,
     /// but glibc keeps large freed buffers in the heap once it has raised its mmap
     /// threshold, so a burst of slow readers would leave the process larger after each
-    /// burst. One trim, a second after the burst, hands that memory back to the OS.
-    pub fn dropped_for_stalling(self: &Arc<Self>) {
-        if self.trim_scheduled.swap(true, Ordering::AcqRel) {
-            return;
-        }
-        let connections = self.clone();
-        tokio::spawn(async move {
-            tokio::time::sleep(Duration::from_secs(1)).await;
-            connections.trim_scheduled.store(false, Ordering::Release);
-            let _ = tokio::task::spawn_blocking(trim_heap).await;
-        });
+    /// burst. One trim after the burst (with its log line) hands that memory back to the OS.
+    pub fn dropped_for_stalling(self: &Arc<Self>, write_timeout: Duration) {
+        self.stalled.note_then(
+            serde_json::json!({
+                "why": "the client read nothing of its response or stream for A2A_WRITE_TIMEOUT_MS",
+                "write_timeout_ms": write_timeout.as_millis() as u64,
+            }),
+            Some(trim_heap),
+        );
     }
 
     /// Waits until every connection has ended.
@@ -352,7 +425,7 @@ impl Connections {
             .or_insert(0) += 1;
         drop(state);
         // The connection no longer counts against max_connections until its stream ends.
-        slot.permit.lock().unwrap_or_else(|p| p.into_inner()).take();
+        slot.pool().permit = None;
         Ok(StreamGuard {
             connections: self.clone(),
             slot: slot.clone(),
@@ -361,12 +434,24 @@ impl Connections {
     }
 }
 
+/// The error of a write that made no progress for the write timeout.
+#[derive(Debug)]
+struct WriteStalled;
+
+impl std::fmt::Display for WriteStalled {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("the client read nothing for A2A_WRITE_TIMEOUT_MS")
+    }
+}
+
+impl std::error::Error for WriteStalled {}
+
 /// Whether a connection ended because its writes stalled ([`WriteDeadline`]).
 pub fn is_write_stall(err: &hyper::Error) -> bool {
     let mut source = std::error::Error::source(err);
     while let Some(err) = source {
         if let Some(io) = err.downcast_ref::<io::Error>() {
-            return io.kind() == io::ErrorKind::TimedOut;
+            return io.get_ref().is_some_and(|inner| inner.is::<WriteStalled>());
         }
         source = err.source();
     }
@@ -384,6 +469,28 @@ fn trim_heap() {
 #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
 fn trim_heap() {}
 
+/// Ends a connection's accounting when its task ends (normally, or by a panic).
+pub struct ConnectionEnd {
+    connections: Arc<Connections>,
+    slot: Arc<Slot>,
+}
+
+impl ConnectionEnd {
+    pub fn new(connections: Arc<Connections>, slot: Arc<Slot>) -> Self {
+        ConnectionEnd { connections, slot }
+    }
+
+    pub fn dropped_for_stalling(&self, write_timeout: Duration) {
+        self.connections.dropped_for_stalling(write_timeout);
+    }
+}
+
+impl Drop for ConnectionEnd {
+    fn drop(&mut self) {
+        self.connections.closed(&self.slot);
+    }
+}
+
 /// A request in flight on a connection.
 pub struct RequestGuard {
     connections: Arc<Connections>,
@@ -392,12 +499,13 @@ pub struct RequestGuard {
 
 impl Drop for RequestGuard {
     fn drop(&mut self) {
-        if self.slot.in_flight.fetch_sub(1, Ordering::SeqCst) == 1 {
-            let mark = self.connections.idle_marks.fetch_add(1, Ordering::Relaxed);
-            self.slot.idle_since.store(mark, Ordering::Relaxed);
-            if self.connections.admitting.load(Ordering::SeqCst) {
-                self.connections.became_idle.notify_waiters();
-            }
+        // The mark first, so a scan never sees this connection idle with an old mark.
+        let mark = self.connections.idle_marks.fetch_add(1, Ordering::Relaxed);
+        self.slot.idle_since.store(mark, Ordering::Relaxed);
+        if self.slot.in_flight.fetch_sub(1, Ordering::SeqCst) == 1
+            && self.connections.admitting.load(Ordering::SeqCst)
+        {
+            self.connections.became_idle.notify_waiters();
         }
     }
 }
@@ -413,12 +521,18 @@ pub struct StreamGuard {
 
 impl Drop for StreamGuard {
     fn drop(&mut self) {
-        match self.connections.permits.clone().try_acquire_owned() {
-            Ok(permit) => {
-                *self.slot.permit.lock().unwrap_or_else(|p| p.into_inner()) = Some(permit);
+        {
+            let mut pool = self.slot.pool();
+            if !pool.ended {
+                match self.connections.permits.clone().try_acquire_owned() {
+                    Ok(permit) => pool.permit = Some(permit),
+                    // Over the limit now: close once the stream's response is complete.
+                    Err(_) => {
+                        pool.closing = true;
+                        self.slot.close.notify_one();
+                    }
+                }
             }
-            // Over the limit now: close once the stream's response is complete.
-            Err(_) => self.slot.close.notify_one(),
         }
         let mut state = self.connections.state();
         state.streams = state.streams.saturating_sub(1);

@@ -284,8 +284,9 @@ async fn serve(listener: tokio::net::TcpListener, shared: Arc<Shared>) {
             .max_buf_size(WRITE_BUFFER_BYTES)
             .keep_alive(true)
             .serve_connection(io, service);
-        let connections = connections.clone();
         let mut shutdown = shutdown.clone();
+        // Returns the slot when the task ends, even by a panic in a handler.
+        let end = conn::ConnectionEnd::new(connections.clone(), slot.clone());
         tokio::spawn(async move {
             tokio::pin!(conn);
             let ended = tokio::select! {
@@ -296,15 +297,26 @@ async fn serve(listener: tokio::net::TcpListener, shared: Arc<Shared>) {
             let ended = match ended {
                 Some(ended) => ended,
                 None => {
-                    // Idle: closes now; busy: after the response in progress.
+                    // Idle: closes now; busy: after the response in progress. A connection
+                    // that serves no request yet does not close (a partial request head, a
+                    // response still flushing to a slow reader) is dropped shortly after.
                     conn.as_mut().graceful_shutdown();
-                    conn.await
+                    loop {
+                        tokio::select! {
+                            ended = conn.as_mut() => break ended,
+                            _ = tokio::time::sleep(conn::ROOM_PATIENCE) => {
+                                if !slot.is_serving() {
+                                    break Ok(());
+                                }
+                            }
+                        }
+                    }
                 }
             };
             if ended.as_ref().is_err_and(conn::is_write_stall) {
-                connections.dropped_for_stalling();
+                end.dropped_for_stalling(write_timeout);
             }
-            connections.closed(&slot);
+            drop(end);
         });
     }
     drop(listener);

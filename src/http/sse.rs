@@ -72,6 +72,11 @@ impl EventStream {
         self.push(frame(event)).await
     }
 
+    /// Resolves when the response body is gone (the connection ended).
+    pub async fn closed(&self) {
+        self.frames.closed().await
+    }
+
     /// A comment line that keeps idle connections (and proxies) from timing out.
     pub async fn keep_alive(&self) -> bool {
         self.push(Bytes::from_static(b": keep-alive\n\n")).await

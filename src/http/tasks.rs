@@ -240,6 +240,8 @@ async fn stream_updates(
                     }
                 }
                 _ = shutdown.changed() => return,
+                // The connection ended: let go of the subscription and the request now.
+                _ = events.closed() => return,
                 _ = tokio::time::sleep(KEEP_ALIVE) => {
                     if !events.keep_alive().await {
                         return;
