@@ -8,7 +8,8 @@
 //!   semantics (contexts, continuation, idempotency, acceptance, retention, delivery).
 //! - [`events`]: per-Task broadcast of updates after commit, and acceptances for agent drivers.
 //! - [`http`]: the A2A HTTP+JSON listener (hyper, own router): auth, negotiation, errors,
-//!   SSE, the Agent Card.
+//!   SSE, the Agent Card, signed page tokens, and what a client may hold (connection and
+//!   stream pools, write deadlines; see `docs/reliability.md`).
 //! - [`log`]: structured JSON log lines with stable event names.
 //! - [`wake`]: the durable wake queue and turn authority.
 //! - [`tools`]: the four agent tools' rules, the workflow manifest, elicitation schemas.
