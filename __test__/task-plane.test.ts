@@ -226,6 +226,17 @@ test("listener options override their A2A_* variables and are validated by the s
       /invalid option `idleTimeoutMs` \(the same rule as A2A_IDLE_TIMEOUT_MS\): `5` is not a whole number in 100\.\.=/,
     );
     assert.throws(() => A2AListener.start(plane, { port: 0, credentialsPath: "relative.json" }), /invalid option `credentialsPath`.*not an absolute path/);
+    // The stream and write limits follow the same rule.
+    assert.throws(
+      () => A2AListener.start(plane, { port: 0, credentialsPath: credentials, maxStreamsPerPrincipal: 0 }),
+      /invalid option `maxStreamsPerPrincipal` \(the same rule as A2A_MAX_STREAMS_PER_PRINCIPAL\)/,
+    );
+    assert.throws(
+      () => A2AListener.start(plane, { port: 0, credentialsPath: credentials, writeTimeoutMs: 1 }),
+      /invalid option `writeTimeoutMs` \(the same rule as A2A_WRITE_TIMEOUT_MS\)/,
+    );
+    const limited = A2AListener.start(plane, { port: 0, credentialsPath: credentials, maxStreams: 1, writeTimeoutMs: 500 });
+    limited.close();
     // An unusable variable that no option overrides is still an error naming it.
     assert.throws(() => A2AListener.start(plane, { credentialsPath: credentials }), /A2A_PORT: `not-a-port` is not a port number/);
   } finally {
