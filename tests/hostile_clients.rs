@@ -71,6 +71,20 @@ fn read_until_stream_end(stream: &mut TcpStream) -> String {
     String::from_utf8_lossy(&seen).into_owned()
 }
 
+/// `GET /tasks` as alice on a connection of its own; waits at most 20 s for the answer.
+fn list_on_a_new_connection(server: &Server) -> u16 {
+    let auth = format!("Bearer {ALICE}");
+    common::http::request_with_timeout(
+        server.addr(),
+        "GET",
+        "/tasks",
+        &[("A2A-Version", "1.0"), ("Authorization", &auth)],
+        b"",
+        Duration::from_secs(20),
+    )
+    .status
+}
+
 fn big_artifact(n: usize) -> ArtifactRecord {
     ArtifactRecord {
         artifact_id: format!("chunk-{n}"),
@@ -224,18 +238,7 @@ fn idle_connections_make_room_for_new_ones_at_the_limit() {
     .unwrap();
     // Without making room, these would wait for the 60 s idle timeout.
     for _ in 0..3 {
-        let reply = common::http::request_with_timeout(
-            server.addr(),
-            "GET",
-            "/tasks",
-            &[
-                ("A2A-Version", "1.0"),
-                ("Authorization", &format!("Bearer {ALICE}")),
-            ],
-            b"",
-            Duration::from_secs(20),
-        );
-        assert_eq!(reply.status, 200);
+        assert_eq!(list_on_a_new_connection(&server), 200);
     }
     drop(idle);
 }
@@ -257,18 +260,7 @@ fn connections_stuck_in_a_partial_request_head_make_room_too() {
         })
         .collect();
     for _ in 0..2 {
-        let reply = common::http::request_with_timeout(
-            server.addr(),
-            "GET",
-            "/tasks",
-            &[
-                ("A2A-Version", "1.0"),
-                ("Authorization", &format!("Bearer {ALICE}")),
-            ],
-            b"",
-            Duration::from_secs(20),
-        );
-        assert_eq!(reply.status, 200);
+        assert_eq!(list_on_a_new_connection(&server), 200);
     }
     drop(stuck);
 }
