@@ -283,6 +283,43 @@ fn startup_quarantines_a_claim_whose_task_is_missing() {
     // Recovery is idempotent: the next start finds nothing new.
     let plane = reopen(plane, &tmp.store(), &clock);
     assert_eq!(plane.startup_report().quarantined_claims, 0);
+    plane.close();
+}
+
+/// Recovery looks only at the claims of Tasks removed since it last ran (the store notes
+/// each removal, schema 5); a claim orphaned in a store from before that is found when
+/// the store is upgraded.
+#[test]
+fn an_upgraded_store_quarantines_a_claim_orphaned_before_removals_were_noted() {
+    let tmp = TempRoot::new("ret-orphan-upgrade");
+    let clock = ManualClock::new(T0);
+    let plane = open_with_clock(&tmp.store(), &clock);
+    let db = plane.store().db_path().to_path_buf();
+    let acc = plane
+        .accept_in_context("alice", None, user("m-2", "x"), vec![])
+        .unwrap();
+    let task = acc.task_id.unwrap();
+    plane.close();
+    {
+        let conn = rusqlite::Connection::open(&db).unwrap();
+        conn.execute_batch("DROP TRIGGER tasks_removed; DROP TABLE removed_tasks;")
+            .unwrap();
+        conn.execute("DELETE FROM tasks WHERE task_id = ?1", [&task])
+            .unwrap();
+        conn.execute_batch("PRAGMA user_version = 4;").unwrap();
+    }
+    let plane = open_with_clock(&tmp.store(), &clock);
+    assert_eq!(plane.startup_report().quarantined_claims, 1);
+    assert_eq!(
+        count(
+            &db,
+            "SELECT COUNT(*) FROM claims WHERE state = 'QUARANTINED'"
+        ),
+        1
+    );
+    let plane = reopen(plane, &tmp.store(), &clock);
+    assert_eq!(plane.startup_report().quarantined_claims, 0);
+    plane.close();
 }
 
 /// Sets a folder's modification time to `ms` (Unix ms).
@@ -397,7 +434,8 @@ fn the_kept_task_count_follows_inserts_state_changes_compaction_and_migration() 
         let conn = rusqlite::Connection::open(&db).unwrap();
         conn.execute_batch(
             "DROP TRIGGER task_counts_insert; DROP TRIGGER task_counts_delete; \
-             DROP TRIGGER task_counts_move; DROP TABLE task_counts; PRAGMA user_version = 3;",
+             DROP TRIGGER task_counts_move; DROP TABLE task_counts; \
+             DROP TRIGGER tasks_removed; DROP TABLE removed_tasks; PRAGMA user_version = 3;",
         )
         .unwrap();
     }

@@ -444,13 +444,15 @@ impl TaskPlane {
     pub fn wakes_to_replay(&self) -> Result<Vec<crate::events::Accepted>, PlaneError> {
         self.read(|conn| {
             let mut stmt = conn.prepare(&format!(
-                "SELECT c.activation_id, c.task_id, c.context_id FROM claims c JOIN tasks t ON t.task_id = c.task_id \
-                 WHERE c.activation_id = (SELECT MAX(c2.activation_id) FROM claims c2 WHERE c2.task_id = c.task_id) \
+                // From the live Tasks (an index range), each one's newest claim: the cost
+                // follows the open work, not every claim ever kept.
+                "SELECT c.activation_id, c.task_id, c.context_id FROM tasks t JOIN claims c \
+                 ON c.activation_id = (SELECT MAX(c2.activation_id) FROM claims c2 WHERE c2.task_id = t.task_id) \
+                 WHERE t.state IN {} \
                  AND c.state IN ('ACCEPTED', 'WOKEN') \
-                 AND t.state NOT IN {} \
                  AND NOT (t.state IN ('input_required', 'auth_required') AND t.input_request_open = 1) \
                  ORDER BY c.activation_id",
-                rows::terminal_states_sql()
+                rows::live_states_sql()
             ))?;
             let rows = stmt
                 .query_map([], |r| {

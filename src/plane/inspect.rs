@@ -91,8 +91,8 @@ impl Inspector {
         let (tasks, claims, contexts) = (count("tasks")?, count("claims")?, count("contexts")?);
         let oldest_live = rusqlite::OptionalExtension::optional(tx.query_row(
             &format!(
-                "SELECT task_id, created_ms FROM tasks WHERE state NOT IN {} ORDER BY created_ms, seq LIMIT 1",
-                rows::terminal_states_sql()
+                "SELECT task_id, created_ms FROM tasks WHERE state IN {} ORDER BY created_ms, seq LIMIT 1",
+                rows::live_states_sql()
             ),
             [],
             |r| Ok((r.get(0)?, r.get(1)?)),

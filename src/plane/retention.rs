@@ -43,19 +43,23 @@ pub struct CompactionReport {
     pub sessions: usize,
 }
 
-/// Quarantines claims whose Task is missing; returns how many.
+/// Quarantines claims whose Task is missing; returns how many. Only the claims of Tasks
+/// removed since the last recovery are looked at (the store notes each removed Task), so
+/// this costs what was removed, not what is stored.
 pub(super) fn quarantine_orphaned_claims(
     conn: &Connection,
     now_ms: i64,
 ) -> Result<usize, PlaneError> {
     let orphans: Vec<(String, String)> = conn
         .prepare(
-            "SELECT activation_id, task_id FROM claims c \
-             WHERE task_id IS NOT NULL AND state NOT IN ('QUARANTINED', 'WAKE_FAILED') \
+            "SELECT c.activation_id, c.task_id FROM removed_tasks r \
+             JOIN claims c ON c.task_id = r.task_id \
+             WHERE c.state NOT IN ('QUARANTINED', 'WAKE_FAILED') \
              AND NOT EXISTS (SELECT 1 FROM tasks t WHERE t.task_id = c.task_id)",
         )?
         .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
         .collect::<Result<_, _>>()?;
+    conn.execute("DELETE FROM removed_tasks", [])?;
     for (activation_id, task_id) in &orphans {
         let detail = format!("task {task_id} of this claim is missing from the store");
         rows::push_claim_state(
@@ -131,7 +135,8 @@ pub(super) fn compact(
         [cutoff],
     )?;
 
-    let live_task = format!("SELECT task_id FROM tasks WHERE state NOT IN {terminal}");
+    let live = rows::live_states_sql();
+    let live_task = format!("SELECT task_id FROM tasks WHERE state IN {live}");
     report.reply_anchors = conn.execute(
         &format!(
             "DELETE FROM reply_anchors WHERE recorded_ms < ?1 AND task_id NOT IN ({live_task})"
@@ -148,7 +153,7 @@ pub(super) fn compact(
     report.contexts = conn.execute(
         &format!(
             "DELETE FROM contexts WHERE last_event_ms < ?1 \
-             AND context_id NOT IN (SELECT context_id FROM tasks WHERE state NOT IN {terminal})"
+             AND context_id NOT IN (SELECT context_id FROM tasks WHERE state IN {live})"
         ),
         params![cutoff],
     )?;

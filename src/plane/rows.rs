@@ -101,9 +101,19 @@ pub fn task_by_id(conn: &Connection, task_id: &str) -> Result<Option<TaskRow>, S
 /// The terminal states as an SQL list (`('completed', …)`), built from the one definition
 /// of "terminal" ([`TaskState::is_terminal`]).
 pub fn terminal_states_sql() -> String {
+    states_sql(|s| s.is_terminal())
+}
+
+/// The states that are not terminal, as an SQL list: `state IN` it is an index range
+/// where `state NOT IN` the terminal list would scan every Task.
+pub fn live_states_sql() -> String {
+    states_sql(|s| !s.is_terminal())
+}
+
+fn states_sql(keep: impl Fn(TaskState) -> bool) -> String {
     let names: Vec<String> = TaskState::ALL
         .iter()
-        .filter(|s| s.is_terminal())
+        .filter(|s| keep(**s))
         .map(|s| format!("'{}'", s.as_str()))
         .collect();
     format!("({})", names.join(", "))

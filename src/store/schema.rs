@@ -6,7 +6,7 @@ use rusqlite::Connection;
 use super::StoreError;
 
 /// The schema version this build writes.
-pub const SCHEMA_VERSION: i64 = 4;
+pub const SCHEMA_VERSION: i64 = 5;
 
 /// The store's schema version, refused when a newer build wrote it.
 pub fn readable_version(conn: &Connection, path: &std::path::Path) -> Result<i64, StoreError> {
@@ -201,6 +201,22 @@ CREATE TRIGGER task_counts_move AFTER UPDATE OF principal, state ON tasks
 END;
 "#;
 
+/// Version 5: the ids of Tasks removed since the last startup recovery (a trigger notes
+/// each delete), so recovery looks for orphaned claims among their claims only instead of
+/// scanning every claim at every start. Filled on upgrade with the Tasks of claims that
+/// are orphaned already (one scan, once).
+const V5: &str = r#"
+CREATE TABLE removed_tasks (
+  task_id TEXT PRIMARY KEY
+) WITHOUT ROWID;
+INSERT OR IGNORE INTO removed_tasks (task_id)
+  SELECT task_id FROM claims c WHERE task_id IS NOT NULL
+  AND NOT EXISTS (SELECT 1 FROM tasks t WHERE t.task_id = c.task_id);
+CREATE TRIGGER tasks_removed AFTER DELETE ON tasks BEGIN
+  INSERT OR IGNORE INTO removed_tasks (task_id) VALUES (OLD.task_id);
+END;
+"#;
+
 /// The store's secret `name` (see [`V3`]).
 pub fn secret(conn: &Connection, name: &str) -> Result<Vec<u8>, StoreError> {
     Ok(
@@ -213,7 +229,7 @@ pub fn secret(conn: &Connection, name: &str) -> Result<Vec<u8>, StoreError> {
 /// Brings the schema to [`SCHEMA_VERSION`]. Refuses a store written by a newer build.
 pub fn migrate(conn: &mut Connection, path: &std::path::Path) -> Result<(), StoreError> {
     let version = readable_version(conn, path)?;
-    for (target, sql) in [(1, V1), (2, V2), (3, V3), (4, V4)] {
+    for (target, sql) in [(1, V1), (2, V2), (3, V3), (4, V4), (5, V5)] {
         if version < target {
             let tx = conn.transaction()?;
             tx.execute_batch(sql)?;
