@@ -5,7 +5,7 @@
 import assert from "node:assert/strict";
 import { type ChildProcess, spawn } from "node:child_process";
 import { randomUUID } from "node:crypto";
-import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -215,4 +215,86 @@ test("run.sh --help prints its usage and changes nothing; without a terminal it 
   assert.match(noTty.err, /use: bash tools\/run\.sh --headless --demo/);
   // Neither created the credentials file or anything else.
   assert.throws(() => readFileSync(join(home, "data", "outfitter", "channels", "a2a-credentials.json")));
+});
+
+/** The process among `root`'s descendants that has the addon loaded (the resident's Node). */
+function residentPid(root: number): number | undefined {
+  const children = new Map<number, number[]>();
+  for (const entry of readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      // The parent pid is the 2nd field after the parenthesised command name.
+      const stat = readFileSync(`/proc/${entry}/stat`, "utf8");
+      const ppid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
+      children.set(ppid, [...(children.get(ppid) ?? []), Number(entry)]);
+    } catch {
+      // Gone meanwhile.
+    }
+  }
+  const queue = [root];
+  while (queue.length > 0) {
+    const pid = queue.shift() as number;
+    try {
+      if (readFileSync(`/proc/${pid}/maps`, "utf8").includes("a2a-task-plane")) return pid;
+    } catch {
+      // Gone meanwhile.
+    }
+    queue.push(...(children.get(pid) ?? []));
+  }
+  return undefined;
+}
+
+/** CPU time (clock ticks) and voluntary context switches of each thread of `pid`. */
+function threadTimes(pid: number): Map<string, { name: string; ticks: number; switches: number }> {
+  const threads = new Map<string, { name: string; ticks: number; switches: number }>();
+  for (const tid of readdirSync(`/proc/${pid}/task`)) {
+    try {
+      const stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, "utf8");
+      const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+      const status = readFileSync(`/proc/${pid}/task/${tid}/status`, "utf8");
+      threads.set(tid, {
+        name: stat.slice(stat.indexOf("(") + 1, stat.lastIndexOf(")")),
+        ticks: Number(fields[11]) + Number(fields[12]), // utime + stime
+        switches: Number(/voluntary_ctxt_switches:\s*(\d+)/.exec(status)?.[1] ?? 0),
+      });
+    } catch {
+      // A thread that ended meanwhile.
+    }
+  }
+  return threads;
+}
+
+test("the idle resident's threads sleep: CPU time stays flat and no addon thread wakes on a timer", async () => {
+  const resident = startResident();
+  try {
+    await until("the running line", () => (/a2a-resident: running/.test(resident.stderr()) ? true : undefined), 120_000, resident);
+    const pid = await until("the resident's Node process", () => residentPid(resident.child.pid as number), 10_000, resident);
+    // Start-up work (Pi's own, the first compaction) settles first.
+    await new Promise((r) => setTimeout(r, 2_000));
+    const before = threadTimes(pid);
+    // The thing under test: 10 s of nothing to do.
+    await new Promise((r) => setTimeout(r, 10_000));
+    const after = threadTimes(pid);
+    const deltas = [...after].map(([tid, t]) => ({
+      name: t.name,
+      ticks: t.ticks - (before.get(tid)?.ticks ?? 0),
+      switches: t.switches - (before.get(tid)?.switches ?? 0),
+    }));
+    const described = deltas
+      .filter((d) => d.ticks > 0 || d.switches > 0)
+      .map((d) => `${d.name}: ${d.ticks * 10} ms CPU, ${d.switches} wake-ups`)
+      .join("; ");
+    const cpuMs = deltas.reduce((sum, d) => sum + d.ticks, 0) * 10;
+    // A thread that polled every 2 ms would wake ~5,000 times and use ~300 ms here.
+    assert.ok(cpuMs <= 100, `the idle resident used ${cpuMs} ms of CPU in 10 s: ${described}`);
+    // The addon's own threads (writer, checkpoint, wake feeder, activity, listener) wake
+    // only on work; the driver's bounded waits (nextWake, a timer in Node) may wake a few
+    // times a second on Node's and the addon runtime's threads.
+    for (const d of deltas.filter((d) => /^task-plane|^a2a-http/.test(d.name))) {
+      assert.ok(d.switches <= 5, `${d.name} woke ${d.switches} times while idle: ${described}`);
+    }
+  } finally {
+    resident.child.kill("SIGTERM");
+    await stop(resident);
+  }
 });

@@ -278,9 +278,10 @@ impl Store {
             .map_err(|e| io(root, "cannot start the checkpoint thread", e))?;
         let (sender, receiver) = mpsc::sync_channel::<Box<dyn Job>>(QUEUE_DEPTH);
         let faults = options.faults.clone();
+        let checkpoint_thread = checkpointer.1.thread().clone();
         let writer = std::thread::Builder::new()
             .name("task-plane-writer".into())
-            .spawn(move || writer_loop(conn, receiver, faults))
+            .spawn(move || writer_loop(conn, receiver, faults, checkpoint_thread))
             .map_err(|e| io(root, "cannot start the writer thread", e))?;
 
         Ok(Store {
@@ -503,14 +504,15 @@ impl Drop for Shared {
 /// WAL size (pages) past which the writer checkpoints itself, in case the checkpoint thread
 /// falls behind under sustained load.
 const WRITER_CHECKPOINT_PAGES: i64 = 16_384;
-/// How often the checkpoint thread looks.
+/// At most one checkpoint per this interval, however often the writer commits.
 const CHECKPOINT_EVERY: std::time::Duration = std::time::Duration::from_millis(100);
 
 type Checkpointer = (Arc<std::sync::atomic::AtomicBool>, JoinHandle<()>);
 
 /// A thread with its own connection that runs a PASSIVE checkpoint (never blocking the
-/// writer or readers) every [`CHECKPOINT_EVERY`]; with nothing new in the WAL it only
-/// reads the WAL index.
+/// writer or readers) after commits: the writer unparks it after each commit, and it
+/// checkpoints at most once per [`CHECKPOINT_EVERY`] (commits in between coalesce into
+/// one wake-up). With nothing committed it sleeps: an idle store wakes no thread.
 fn start_checkpointer(db_path: &Path) -> std::io::Result<Checkpointer> {
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let flag = stop.clone();
@@ -528,14 +530,37 @@ fn start_checkpointer(db_path: &Path) -> std::io::Result<Checkpointer> {
             let _ = conn.pragma_update(None, "synchronous", "FULL");
             // This connection never writes, so it never checkpoints on its own.
             let _ = conn.pragma_update(None, "wal_autocheckpoint", 0);
-            while !flag.load(std::sync::atomic::Ordering::SeqCst) {
-                // Parked, not slept: close() unparks it and need not wait out the interval.
-                std::thread::park_timeout(CHECKPOINT_EVERY);
-                if flag.load(std::sync::atomic::Ordering::SeqCst) {
+            let stopped = || flag.load(std::sync::atomic::Ordering::SeqCst);
+            let mut failing = false;
+            while !stopped() {
+                // Until a commit (or close()) unparks it.
+                std::thread::park();
+                if stopped() {
                     break;
                 }
-                let _ =
-                    conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| r.get::<_, i64>(1));
+                match conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| r.get::<_, i64>(1)) {
+                    Ok(_) => failing = false,
+                    // Logged once per run of failures: the writer still checkpoints past
+                    // a large WAL, so nothing is lost, but the operator should know.
+                    Err(e) if !failing => {
+                        failing = true;
+                        crate::log::warn(
+                            "a2a_checkpoint_failed",
+                            serde_json::json!({ "path": path.display().to_string(), "error": e.to_string() }),
+                        );
+                    }
+                    Err(_) => {}
+                }
+                // The rest of the interval: commits meanwhile leave one unpark token,
+                // so the next checkpoint follows right after; close() ends the wait.
+                let until = std::time::Instant::now() + CHECKPOINT_EVERY;
+                while !stopped() {
+                    let left = until.saturating_duration_since(std::time::Instant::now());
+                    if left.is_zero() {
+                        break;
+                    }
+                    std::thread::sleep(left.min(std::time::Duration::from_millis(20)));
+                }
             }
         })?;
     Ok((stop, handle))
@@ -650,7 +675,12 @@ fn savepoint(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
     conn.prepare_cached(sql)?.execute([]).map(|_| ())
 }
 
-fn writer_loop(conn: Connection, receiver: Receiver<Box<dyn Job>>, faults: Option<Arc<Faults>>) {
+fn writer_loop(
+    conn: Connection,
+    receiver: Receiver<Box<dyn Job>>,
+    faults: Option<Arc<Faults>>,
+    checkpointer: std::thread::Thread,
+) {
     let faults = faults.as_deref();
     while let Ok(first) = receiver.recv() {
         let mut batch = Vec::with_capacity(16);
@@ -703,7 +733,10 @@ fn writer_loop(conn: Connection, receiver: Receiver<Box<dyn Job>>, faults: Optio
                 .and_then(|_| conn.execute_batch("COMMIT").map_err(StoreError::from)),
         };
         match outcome {
-            Ok(()) => completions.into_iter().for_each(|c| c(None)),
+            Ok(()) => {
+                checkpointer.unpark();
+                completions.into_iter().for_each(|c| c(None));
+            }
             Err(err) => {
                 // Nothing of this batch is durable: every caller hears the error.
                 let _ = conn.execute_batch("ROLLBACK");
