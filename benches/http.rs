@@ -2,7 +2,8 @@
 //!
 //! `cargo bench --bench http` starts our listener in-process with an agent that settles
 //! each Task at once, then measures `message:send` (blocking), `GET /tasks/{id}`,
-//! `message:stream` and `GET /tasks` at 10,000 Tasks: requests/s, p50, p99.
+//! `message:stream` and `GET /tasks` with 10,000 Tasks stored: requests/s, p50, p99, and
+//! with `--pid` the server process's peak RSS per case.
 //!
 //! `cargo bench --bench http -- --url <interface url> [--token T]` measures any A2A
 //! HTTP+JSON server the same way (e.g. the official SDK's, see `benches/sdk-server.ts`).
@@ -157,7 +158,10 @@ async fn load(
     (all.len() as f64 / elapsed, all, bodies)
 }
 
-fn report(label: &str, (rate, mut latencies, _): (f64, Vec<Duration>, Vec<Vec<u8>>)) -> f64 {
+fn report(
+    label: &str,
+    (rate, mut latencies, _): (f64, Vec<Duration>, Vec<Vec<u8>>),
+) -> (f64, f64, f64) {
     latencies.sort();
     let pct = |p: f64| latencies[((latencies.len() - 1) as f64 * p) as usize].as_secs_f64() * 1e3;
     println!(
@@ -166,7 +170,83 @@ fn report(label: &str, (rate, mut latencies, _): (f64, Vec<Duration>, Vec<Vec<u8
         pct(0.99),
         latencies.len()
     );
-    rate
+    (rate, pct(0.5), pct(0.99))
+}
+
+/// Tops the caller's Tasks up to `total` with `returnImmediately` sends on 32 connections.
+async fn fill(t: &Arc<Target>, total: usize) {
+    let have = {
+        let mut conn = Conn::open(t.addr).await;
+        let (_, body) = conn
+            .call(t, "GET", "/tasks?pageSize=1", "", "application/json")
+            .await;
+        serde_json::from_slice::<serde_json::Value>(&body)
+            .ok()
+            .and_then(|v| v["totalSize"].as_u64())
+            .unwrap_or(0) as usize
+    };
+    let per = total.saturating_sub(have).div_ceil(32);
+    let fillers: Vec<_> = (0..32)
+        .map(|c| {
+            let t = t.clone();
+            tokio::spawn(async move {
+                let mut conn = Conn::open(t.addr).await;
+                for i in 0..per {
+                    let body = send_body(&format!("fill{c}"), i).replace(
+                        r#""configuration":{}"#,
+                        r#""configuration":{"returnImmediately":true}"#,
+                    );
+                    conn.call(&t, "POST", "/message:send", &body, "application/json")
+                        .await;
+                }
+            })
+        })
+        .collect();
+    for f in fillers {
+        f.await.unwrap();
+    }
+}
+
+/// Waits (at most 120 s) until none of the caller's Tasks is SUBMITTED or WORKING, so an
+/// agent that settles in the background has no backlog when a case starts. A server whose
+/// listing has no status filter counts as drained.
+async fn drain(t: &Arc<Target>) {
+    let mut conn = Conn::open(t.addr).await;
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_secs(120) {
+        let mut open = 0;
+        for state in ["TASK_STATE_SUBMITTED", "TASK_STATE_WORKING"] {
+            let path = format!("/tasks?pageSize=1&status={state}");
+            let (status, body) = conn.call(t, "GET", &path, "", "application/json").await;
+            if status != 200 {
+                return;
+            }
+            open += serde_json::from_slice::<serde_json::Value>(&body)
+                .ok()
+                .and_then(|v| v["totalSize"].as_u64())
+                .unwrap_or(0);
+        }
+        if open == 0 {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    eprintln!("the server still had open Tasks after 120 s; measuring anyway");
+}
+
+/// The peak resident set (VmHWM) of process `pid` in MB.
+fn peak_rss_mb(pid: u32) -> f64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+        .map_or(0.0, |kb| kb / 1024.0)
+}
+
+/// Resets the peak RSS of `pid` to its current RSS (Linux: `5` to `/proc/<pid>/clear_refs`).
+fn reset_peak_rss(pid: u32) {
+    let _ = std::fs::write(format!("/proc/{pid}/clear_refs"), "5");
 }
 
 fn task_ids(bodies: &[Vec<u8>]) -> Vec<String> {
@@ -249,7 +329,7 @@ fn main() {
             .cloned()
     };
     let seconds: u64 = arg("--seconds").and_then(|s| s.parse().ok()).unwrap_or(5);
-    // `--only get|stream|list`: after the send case (which makes the Tasks), run just that.
+    // `--only intake|stream|get|list`: after the send case (which makes the Tasks), run just that.
     let only = arg("--only");
     let wanted = move |case: &str| only.as_deref().is_none_or(|o| o == case);
     let duration = Duration::from_secs(seconds);
@@ -297,14 +377,38 @@ fn main() {
         }
     };
     let t = Arc::new(target);
+    // `--pid`: the server's process, whose peak RSS each case reports (reset before it).
+    let server_pid: Option<u32> = arg("--pid").and_then(|p| p.parse().ok());
+    let conns: usize = arg("--conns").and_then(|c| c.parse().ok()).unwrap_or(64);
     println!(
-        "A2A HTTP+JSON load on {} ({} s per case; client and server share this machine)",
+        "A2A HTTP+JSON load on {} ({} s per case, {conns} keep-alive connections)",
         t.addr, seconds
     );
+    let case = |label: &'static str, key: &'static str, result| {
+        let (rate, p50, p99) = report(label, result);
+        let rss = server_pid.map(peak_rss_mb);
+        // One machine-readable line per case, for benches/compare-sdk.sh.
+        println!(
+            "RESULT {key} {rate:.0} {p50:.2} {p99:.2} {}",
+            rss.map_or("-".to_string(), |r| format!("{r:.0}"))
+        );
+        if let Some(pid) = server_pid {
+            reset_peak_rss(pid);
+        }
+    };
+    if let Some(pid) = server_pid {
+        reset_peak_rss(pid);
+    }
     runtime.block_on(async {
+        // 10,000 Tasks stored before anything is measured (returnImmediately keeps it quick).
+        fill(&t, 10_000).await;
+        drain(&t).await;
+        if let Some(pid) = server_pid {
+            reset_peak_rss(pid);
+        }
         let sends = load(
             t.clone(),
-            64,
+            conns,
             duration,
             Arc::new(|i| {
                 (
@@ -317,36 +421,14 @@ fn main() {
         )
         .await;
         let ids = Arc::new(task_ids(&sends.2));
-        report(
-            "message:send (blocking, agent settles at once), 64 conns",
-            sends,
-        );
-        if wanted("get") {
-            let ids_for_get = ids.clone();
-            report(
-                "GET /tasks/{id}, 64 conns",
-                load(
-                    t.clone(),
-                    64,
-                    duration,
-                    Arc::new(move |i| {
-                        (
-                            "GET".into(),
-                            format!("/tasks/{}", ids_for_get[i % ids_for_get.len()]),
-                            String::new(),
-                            "application/json".into(),
-                        )
-                    }),
-                )
-                .await,
-            );
-        }
+        case("message:send (blocking until COMPLETED)", "send", sends);
         if wanted("stream") {
-            report(
-                "message:stream (until COMPLETED), 32 conns",
+            case(
+                "message:stream (to the terminal frame)",
+                "stream",
                 load(
                     t.clone(),
-                    32,
+                    conns,
                     duration,
                     Arc::new(|i| {
                         (
@@ -360,58 +442,71 @@ fn main() {
                 .await,
             );
         }
-        if !wanted("list") {
-            return;
+        if wanted("get") {
+            let ids_for_get = ids.clone();
+            case(
+                "GET /tasks/{id}",
+                "get",
+                load(
+                    t.clone(),
+                    conns,
+                    duration,
+                    Arc::new(move |i| {
+                        (
+                            "GET".into(),
+                            format!("/tasks/{}", ids_for_get[i % ids_for_get.len()]),
+                            String::new(),
+                            "application/json".into(),
+                        )
+                    }),
+                )
+                .await,
+            );
         }
-        // Fill to 10,000 Tasks (returnImmediately keeps it quick), then list.
-        let have = {
-            let mut conn = Conn::open(t.addr).await;
-            let (_, body) = conn
-                .call(&t, "GET", "/tasks?pageSize=1", "", "application/json")
-                .await;
-            serde_json::from_slice::<serde_json::Value>(&body)
-                .ok()
-                .and_then(|v| v["totalSize"].as_u64())
-                .unwrap_or(0) as usize
-        };
-        let missing = 10_000usize.saturating_sub(have);
-        let per = missing.div_ceil(32);
-        let fillers: Vec<_> = (0..32)
-            .map(|c| {
-                let t = t.clone();
-                tokio::spawn(async move {
-                    let mut conn = Conn::open(t.addr).await;
-                    for i in 0..per {
-                        let body = send_body(&format!("fill{c}"), i).replace(
-                            r#""configuration":{}"#,
-                            r#""configuration":{"returnImmediately":true}"#,
-                        );
-                        conn.call(&t, "POST", "/message:send", &body, "application/json")
-                            .await;
-                    }
-                })
-            })
-            .collect();
-        for f in fillers {
-            f.await.unwrap();
+        if wanted("list") {
+            case(
+                "GET /tasks?pageSize=50 (10,000+ Tasks)",
+                "list",
+                load(
+                    t.clone(),
+                    conns,
+                    duration,
+                    Arc::new(|_| {
+                        (
+                            "GET".into(),
+                            "/tasks?pageSize=50".into(),
+                            String::new(),
+                            "application/json".into(),
+                        )
+                    }),
+                )
+                .await,
+            );
         }
-        report(
-            "GET /tasks?pageSize=50 at 10,000 Tasks, 64 conns",
-            load(
-                t.clone(),
-                64,
-                duration,
-                Arc::new(|_| {
-                    (
-                        "GET".into(),
-                        "/tasks?pageSize=50".into(),
-                        String::new(),
-                        "application/json".into(),
-                    )
-                }),
-            )
-            .await,
-        );
+        // Last: an agent that settles in the background has a backlog after it.
+        if wanted("intake") {
+            case(
+                "message:send (returnImmediately)",
+                "intake",
+                load(
+                    t.clone(),
+                    conns,
+                    duration,
+                    Arc::new(|i| {
+                        (
+                            "POST".into(),
+                            "/message:send".into(),
+                            send_body("intake", i).replace(
+                                r#""configuration":{}"#,
+                                r#""configuration":{"returnImmediately":true}"#,
+                            ),
+                            "application/json".into(),
+                        )
+                    }),
+                )
+                .await,
+            );
+        }
     });
     if let Some((mut listener, plane, stop, agent, dir)) = ours {
         stop.store(true, Ordering::SeqCst);

@@ -1,0 +1,57 @@
+// Our side of `benches/compare-sdk.sh`: the task plane as a Node process on the public addon
+// API, the way an embedder runs it: a store in a fresh temporary folder (every acceptance
+// and state change fsynced), the A2A listener on 127.0.0.1, and an agent that settles each
+// Task at once (startWork, then complete with one text artifact), the same work the SDK
+// servers' executors do. Not part of the product.
+// Run: node benches/ours-server.ts   → prints "LISTENING <interface url> <token>"
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { A2AListener, TaskPlane } from "../index.js";
+
+const TOKEN = "bench-token-0123456789abcdef";
+const dir = mkdtempSync(join(tmpdir(), "tp-ours-server-"));
+const credentials = join(dir, "credentials.json");
+writeFileSync(credentials, JSON.stringify({ credentials: [{ token: TOKEN, principal: "bench" }] }));
+const plane = TaskPlane.open(join(dir, "store"));
+const listener = A2AListener.start(plane, { port: 0, credentialsPath: credentials, maxConnections: 1024 });
+
+// Acceptances are taken one at a time and settled concurrently (at most 256 in flight), so
+// the agent's own commits group like the callers' do.
+let running = true;
+let inFlight = 0;
+const MAX_IN_FLIGHT = 256;
+let slot: (() => void) | undefined;
+async function settle(taskId: string): Promise<void> {
+  try {
+    await plane.startWork(taskId);
+    await plane.complete(taskId, [{ name: "answer", parts: [{ text: "done" }] }], { parts: [{ text: "ok" }] });
+  } catch (err) {
+    console.error(`agent: ${taskId}: ${(err as Error).message}`);
+  } finally {
+    inFlight -= 1;
+    slot?.();
+  }
+}
+async function agent(): Promise<void> {
+  while (running) {
+    if (inFlight >= MAX_IN_FLIGHT) await new Promise<void>((resolve) => (slot = resolve));
+    const accepted = await plane.nextAccepted(200);
+    if (!accepted) continue;
+    inFlight += 1;
+    void settle(accepted.taskId);
+  }
+}
+const agentDone = agent();
+console.log(`LISTENING ${listener.url} ${TOKEN}`);
+
+async function stop(): Promise<void> {
+  running = false;
+  await agentDone;
+  listener.close();
+  plane.close();
+  rmSync(dir, { recursive: true, force: true });
+  process.exit(0);
+}
+process.on("SIGTERM", () => void stop());
+process.on("SIGINT", () => void stop());
