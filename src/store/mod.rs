@@ -585,6 +585,18 @@ fn configure(conn: &Connection) -> Result<(), StoreError> {
     // end of every write transaction.
     conn.pragma_update(None, "cache_size", -16_384)?;
     conn.pragma_update(None, "temp_store", "MEMORY")?;
+    stable_plans(conn)?;
+    Ok(())
+}
+
+/// Query plans that do not depend on bound values (SQLite's query planner stability
+/// guarantee). Without it, the STAT4 build recompiles a cached statement on the first step
+/// after any parameter compared to an indexed column (or used as a LIMIT) is rebound:
+/// every Task read re-parsed its history and artifact queries (a profile of
+/// `GET /tasks/{id}` spent ~6% of the listener's CPU in `sqlite3Reprepare`). The store
+/// never runs ANALYZE, so no plan is lost.
+fn stable_plans(conn: &Connection) -> Result<(), StoreError> {
+    conn.set_db_config(rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true)?;
     Ok(())
 }
 
@@ -617,6 +629,7 @@ fn open_reader(db_path: &Path) -> Result<Connection, StoreError> {
     // Readers keep SQLite's small default cache: after every commit a reader starts with
     // an empty cache anyway (WAL), and clearing a large one costs more than it saves.
     conn.busy_timeout(std::time::Duration::from_secs(5))?;
+    stable_plans(&conn)?;
     Ok(conn)
 }
 
