@@ -380,6 +380,10 @@ fn main() {
     // `--pid`: the server's process, whose peak RSS each case reports (reset before it).
     let server_pid: Option<u32> = arg("--pid").and_then(|p| p.parse().ok());
     let conns: usize = arg("--conns").and_then(|c| c.parse().ok()).unwrap_or(64);
+    // `--stored N`: Tasks stored before the first case (default 10,000).
+    let stored: usize = arg("--stored")
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(10_000);
     println!(
         "A2A HTTP+JSON load on {} ({} s per case, {conns} keep-alive connections)",
         t.addr, seconds
@@ -401,7 +405,7 @@ fn main() {
     }
     runtime.block_on(async {
         // 10,000 Tasks stored before anything is measured (returnImmediately keeps it quick).
-        fill(&t, 10_000).await;
+        fill(&t, stored).await;
         drain(&t).await;
         if let Some(pid) = server_pid {
             reset_peak_rss(pid);
