@@ -13,6 +13,7 @@ mod connections;
 mod errors;
 mod extensions;
 mod get;
+mod harness;
 mod list;
 mod push;
 mod send;
