@@ -97,8 +97,8 @@ fn every_error_uses_the_wrapped_status_body() {
         "message.messageId"
     );
     // Unknown members are ignored (a 0.3-style `kind`, a future member), on every route
-    // that takes a body.
-    let unknown = server.call("POST", "/message:send", Some(ALICE), Some(json!({"message": {"messageId": "m-unknown", "role": "ROLE_USER", "parts": [{"kind": "text", "text": "x", "future": 1}], "kind": "message"}, "configuration": {"returnImmediately": true, "future": true}, "future": {}})));
+    // that takes a body. (`hold`: the agent leaves the Task live, so it can be canceled.)
+    let unknown = server.call("POST", "/message:send", Some(ALICE), Some(json!({"message": {"messageId": "m-unknown", "role": "ROLE_USER", "parts": [{"kind": "text", "text": "hold", "future": 1}], "kind": "message"}, "configuration": {"returnImmediately": true, "future": true}, "future": {}})));
     assert_eq!(unknown.status, 200, "{}", unknown.json());
     let task_id = unknown.json()["task"]["id"].as_str().unwrap().to_string();
     let cancel = server.call(
