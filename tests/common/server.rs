@@ -1,28 +1,40 @@
 //! The listener under test: a store in a temporary root, the listener on a free loopback
 //! port with two principals, and a scripted agent that reacts to each message's text.
+//!
+//! The scripts, by the first word of the Task's last message: `ask`, `elicit` and `auth`
+//! interrupt it with a question; `hold` leaves it SUBMITTED; `work` leaves it WORKING;
+//! `reject` rejects it; `gated` waits until the test opens the gate ([`Server::open_gate`]),
+//! then works, records a `progress` artifact and completes; `break` is a broken agent;
+//! anything else completes with an `answer` artifact echoing the text.
 
 use std::net::SocketAddr;
+use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
 use a2a_task_plane::config::ListenerConfig;
 use a2a_task_plane::http::{AlwaysTask, Executor, Listener};
-use a2a_task_plane::plane::{InterruptKind, TaskPlane};
+use a2a_task_plane::plane::{InterruptKind, PlaneOptions, TaskPlane};
 use a2a_task_plane::record::{ArtifactRecord, MessageRecord, PartContent, PartRecord};
 use serde_json::{json, Value};
 
-use super::http::{request, Reply};
-use super::{agent, open, TempRoot};
+use super::http::{open_stream, request, EventStream, Reply};
+use super::{agent, TempRoot};
 
 pub const ALICE: &str = "alice-token-0123456789";
 pub const BOB: &str = "bob-token-0123456789ab";
+
+/// How long the `gated` script waits for the test to open its gate.
+const GATE_LIMIT: Duration = Duration::from_secs(20);
 
 pub struct Server {
     pub _tmp: TempRoot,
     pub plane: TaskPlane,
     pub listener: Listener,
     agent: Option<ScriptedAgent>,
+    /// Opens the gate of one `gated` Task per message (dropped with the agent).
+    gate: Option<mpsc::Sender<()>>,
 }
 
 impl Server {
@@ -34,6 +46,15 @@ impl Server {
         executor: Arc<dyn Executor>,
         tune: impl FnOnce(&mut ListenerConfig),
     ) -> Server {
+        Server::start_with_plane(PlaneOptions::default(), executor, tune)
+    }
+
+    /// [`Server::start_with`] on a plane opened with `options` (e.g. a manual clock).
+    pub fn start_with_plane(
+        options: PlaneOptions,
+        executor: Arc<dyn Executor>,
+        tune: impl FnOnce(&mut ListenerConfig),
+    ) -> Server {
         let tmp = TempRoot::new("http");
         let credentials = tmp.path().join("credentials.json");
         std::fs::write(
@@ -41,18 +62,20 @@ impl Server {
             json!({"credentials": [{"token": ALICE, "principal": "alice"}, {"token": BOB, "principal": "bob"}]}).to_string(),
         )
         .unwrap();
-        let plane = open(&tmp.store());
+        let plane = TaskPlane::open(&tmp.store(), options).unwrap();
         let mut config = ListenerConfig::new(credentials);
         config.port = 0;
         config.blocking_timeout_ms = 5_000;
         tune(&mut config);
         let listener = Listener::start(plane.clone(), config, executor).unwrap();
-        let agent = Some(ScriptedAgent::start(plane.clone()));
+        let (gate, gate_rx) = mpsc::channel();
+        let agent = Some(ScriptedAgent::start(plane.clone(), gate_rx));
         Server {
             _tmp: tmp,
             plane,
             listener,
             agent,
+            gate: Some(gate),
         }
     }
 
@@ -89,6 +112,36 @@ impl Server {
         request(self.addr(), method, path, &headers, body.as_bytes())
     }
 
+    /// Opens a stream (`message:stream`, `tasks/{id}:subscribe`) to be read event by event.
+    pub fn stream(
+        &self,
+        method: &str,
+        path: &str,
+        token: &str,
+        body: Option<Value>,
+    ) -> EventStream {
+        let auth = format!("Bearer {token}");
+        let headers = [
+            ("A2A-Version", "1.0"),
+            ("Content-Type", "application/json"),
+            ("Authorization", auth.as_str()),
+        ];
+        let body = body.map(|b| b.to_string()).unwrap_or_default();
+        open_stream(
+            self.addr(),
+            method,
+            path,
+            &headers,
+            body.as_bytes(),
+            Duration::from_secs(20),
+        )
+    }
+
+    /// Lets the agent go on with one `gated` Task (the next one it waits on).
+    pub fn open_gate(&self) {
+        self.gate.as_ref().unwrap().send(()).unwrap();
+    }
+
     /// `message:send` of a text message; returns the reply.
     pub fn send(&self, token: &str, message_id: &str, text: &str, extra: Value) -> Reply {
         let mut message =
@@ -111,6 +164,8 @@ impl Server {
     /// Stops the scripted agent now and returns what went wrong, if anything did (the
     /// drop does this too, and fails the test with it).
     pub fn stop_agent(&mut self) -> Result<(), String> {
+        // A `gated` Task still waiting is let go (and reported) rather than waited for.
+        self.gate.take();
         self.agent.take().map_or(Ok(()), ScriptedAgent::stop)
     }
 }
@@ -147,7 +202,8 @@ pub struct ScriptedAgent {
 }
 
 impl ScriptedAgent {
-    pub fn start(plane: TaskPlane) -> ScriptedAgent {
+    /// Starts the agent; each message on `gate` lets one `gated` Task go on.
+    pub fn start(plane: TaskPlane, gate: mpsc::Receiver<()>) -> ScriptedAgent {
         // Watched before any message can be sent, so the agent misses none.
         let (watch, accepted) = plane.events().watch_accepted();
         let errors = Arc::new(Mutex::new(Vec::new()));
@@ -158,7 +214,7 @@ impl ScriptedAgent {
                 move || {
                     // Ends when `stop` ends the watch.
                     while let Ok(event) = accepted.recv() {
-                        if let Err(error) = act(&plane, &event.task_id) {
+                        if let Err(error) = act(&plane, &event.task_id, &gate) {
                             errors.lock().unwrap().push(error);
                         }
                     }
@@ -205,7 +261,7 @@ impl Drop for ScriptedAgent {
 }
 
 /// Runs the script for the accepted Task `id`. An error names the Task and the script.
-fn act(plane: &TaskPlane, id: &str) -> Result<(), String> {
+fn act(plane: &TaskPlane, id: &str, gate: &mpsc::Receiver<()>) -> Result<(), String> {
     let task = plane
         .task(id, None, false)
         .map_err(|e| format!("task {id}: reading the accepted task failed: {e}"))?
@@ -249,14 +305,13 @@ fn act(plane: &TaskPlane, id: &str) -> Result<(), String> {
                 agent("no"),
             )
         }),
-        t if t.starts_with("slow") => {
-            std::thread::sleep(Duration::from_millis(300));
+        t if t.starts_with("gated") => {
+            gate.recv_timeout(GATE_LIMIT).map_err(|e| {
+                format!("task {id} (script `{text}`): the test did not open the gate ({e})")
+            })?;
             plane
                 .start_work(id)
-                .and_then(|_| {
-                    std::thread::sleep(Duration::from_millis(50));
-                    plane.record_artifact(id, artifact("progress", "half way"))
-                })
+                .and_then(|_| plane.record_artifact(id, artifact("progress", "half way")))
                 .and_then(|_| {
                     plane.complete(id, vec![artifact("answer", "all done")], Some(agent("done")))
                 })

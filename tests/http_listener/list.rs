@@ -1,14 +1,25 @@
 //! `GET /tasks`: only the caller's Tasks, its filters, and stable signed pages.
 
-use std::time::Duration;
+use std::sync::Arc;
 
+use a2a_task_plane::clock::ManualClock;
+use a2a_task_plane::http::AlwaysTask;
+use a2a_task_plane::plane::PlaneOptions;
 use serde_json::{json, Value};
 
 use crate::common::server::*;
+use crate::common::T0;
 
 #[test]
 fn list_tasks_shows_only_the_callers_tasks_with_filters_and_stable_pages() {
-    let server = Server::start();
+    // The plane's clock moves only when the test says: each Task's status is 1 ms newer
+    // than the one before, however fast the machine.
+    let clock = ManualClock::new(T0);
+    let options = PlaneOptions {
+        clock: Arc::new(clock.clone()),
+        ..PlaneOptions::default()
+    };
+    let server = Server::start_with_plane(options, Arc::new(AlwaysTask), |_| {});
     let mut ids = Vec::new();
     for i in 0..5 {
         ids.push(
@@ -17,9 +28,10 @@ fn list_tasks_shows_only_the_callers_tasks_with_filters_and_stable_pages() {
                 .json()["task"]["id"]
                 .clone(),
         );
-        std::thread::sleep(Duration::from_millis(3));
+        clock.advance(1);
     }
     let asked = server.send(ALICE, "m-ask", "ask", json!({})).json()["task"].clone();
+    clock.advance(1);
     server.send(BOB, "b-1", "hello", json!({}));
 
     let all = server.call("GET", "/tasks", Some(ALICE), None).json();

@@ -4,10 +4,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use a2a_task_plane::http::AlwaysTask;
+use a2a_task_plane::record::TaskState;
 use serde_json::json;
 
 use crate::common::http::request_with_timeout;
 use crate::common::server::*;
+use crate::common::wait_for_activity;
 
 #[test]
 fn close_ends_open_streams_and_returns_in_flight_sends() {
@@ -17,16 +19,11 @@ fn close_ends_open_streams_and_returns_in_flight_sends() {
         .unwrap()
         .to_string();
     let addr = server.addr();
-    let subscriber = std::thread::spawn(move || {
-        request_with_timeout(
-            addr,
-            "GET",
-            &format!("/tasks/{task}:subscribe"),
-            &[("Authorization", &format!("Bearer {ALICE}"))],
-            b"",
-            Duration::from_secs(10),
-        )
-    });
+    // An open stream: the subscriber holds the snapshot.
+    let mut stream = server.stream("GET", &format!("/tasks/{task}:subscribe"), ALICE, None);
+    assert!(stream.next_event().is_some(), "the snapshot");
+    // An in-flight blocking send: its Task is WORKING, and the send waits for it to settle.
+    let (watch, activity) = server.plane.events().watch_activity();
     let sender = std::thread::spawn(move || {
         request_with_timeout(
             addr,
@@ -40,7 +37,10 @@ fn close_ends_open_streams_and_returns_in_flight_sends() {
             Duration::from_secs(10),
         )
     });
-    std::thread::sleep(Duration::from_millis(400));
+    wait_for_activity(&activity, "the sent Task WORKING", |a| {
+        a.task_id != task && a.state == Some(TaskState::Working)
+    });
+    server.plane.events().unwatch(watch);
     let started = std::time::Instant::now();
     server.listener.close();
     assert!(
@@ -48,11 +48,10 @@ fn close_ends_open_streams_and_returns_in_flight_sends() {
         "close took {:?}",
         started.elapsed()
     );
-    let stream = subscriber.join().unwrap();
     assert_eq!(
-        stream.events().len(),
-        1,
-        "the snapshot, then the stream ended"
+        stream.rest(),
+        Vec::<serde_json::Value>::new(),
+        "after the snapshot, the stream ended"
     );
     let sent = sender.join().unwrap();
     assert_eq!(

@@ -11,15 +11,18 @@ use crate::common::server::*;
 fn message_stream_sends_the_task_then_live_updates_and_closes_when_settled() {
     let server = Server::start();
     let body =
-        json!({"message": {"messageId": "s-1", "role": "ROLE_USER", "parts": [{"text": "slow"}]}});
-    let reply = server.call("POST", "/message:stream", Some(ALICE), Some(body));
-    assert_eq!(reply.status, 200);
-    assert_eq!(reply.header("content-type"), Some("text/event-stream"));
-    let events = reply.events();
+        json!({"message": {"messageId": "s-1", "role": "ROLE_USER", "parts": [{"text": "gated"}]}});
+    let mut stream = server.stream("POST", "/message:stream", ALICE, Some(body));
+    assert_eq!(stream.status, 200);
+    assert_eq!(stream.header("content-type"), Some("text/event-stream"));
+    let first = stream.next_event().expect("the Task first");
     assert_eq!(
-        events[0]["task"]["status"]["state"], "TASK_STATE_SUBMITTED",
-        "{events:?}"
+        first["task"]["status"]["state"], "TASK_STATE_SUBMITTED",
+        "{first}"
     );
+    // The agent works the Task only once the client holds its snapshot.
+    server.open_gate();
+    let events: Vec<_> = std::iter::once(first).chain(stream.rest()).collect();
     let kinds: Vec<String> = events[1..]
         .iter()
         .map(|e| match (e.get("statusUpdate"), e.get("artifactUpdate")) {

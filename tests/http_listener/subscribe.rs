@@ -1,11 +1,8 @@
 //! `GET|POST /tasks/{id}:subscribe`: identical frames for every subscriber until the Task
 //! settles; terminal Tasks are refused.
 
-use std::time::Duration;
-
 use serde_json::{json, Value};
 
-use crate::common::http::request;
 use crate::common::server::*;
 
 #[test]
@@ -14,27 +11,16 @@ fn subscribe_uses_get_streams_updates_and_rejects_terminal_tasks() {
     let task = server.send(ALICE, "m-1", "ask", json!({})).json()["task"].clone();
     let id = task["id"].as_str().unwrap().to_string();
     // An interrupted Task stays subscribable; the stream ends once a continuation settles it.
-    let addr = server.addr();
     let path = format!("/tasks/{id}:subscribe");
-    let subscribers: Vec<_> = (0..3)
-        .map(|i| {
-            let path = path.clone();
-            let method = if i == 2 { "POST" } else { "GET" };
-            std::thread::spawn(move || {
-                request(
-                    addr,
-                    method,
-                    &path,
-                    &[
-                        ("Authorization", &format!("Bearer {ALICE}")),
-                        ("Content-Type", "application/json"),
-                    ],
-                    b"",
-                )
-            })
-        })
+    let mut subscribers: Vec<_> = ["GET", "GET", "POST"]
+        .into_iter()
+        .map(|method| server.stream(method, &path, ALICE, None))
         .collect();
-    std::thread::sleep(Duration::from_millis(300));
+    // Each subscriber holds the snapshot before the continuation is sent.
+    let snapshots: Vec<Value> = subscribers
+        .iter_mut()
+        .map(|s| s.next_event().expect("the snapshot"))
+        .collect();
     let answered = server.send(ALICE, "m-2", "fine", json!({"taskId": id}));
     assert_eq!(
         answered.json()["task"]["status"]["state"],
@@ -42,7 +28,8 @@ fn subscribe_uses_get_streams_updates_and_rejects_terminal_tasks() {
     );
     let streams: Vec<Vec<Value>> = subscribers
         .into_iter()
-        .map(|s| s.join().unwrap().events())
+        .zip(snapshots)
+        .map(|(s, first)| std::iter::once(first).chain(s.rest()).collect())
         .collect();
     assert_eq!(
         streams[0][0]["task"]["status"]["state"],
