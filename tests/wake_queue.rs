@@ -6,6 +6,7 @@ mod common;
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::{Arc, Barrier};
 use std::task::Poll;
 use std::time::Duration;
 
@@ -334,22 +335,68 @@ fn admission_is_bounded_and_overflow_is_logged_and_durable() {
 
 #[test]
 fn cancel_wins_against_a_concurrent_wake() {
+    // The caller's cancel and the wake's delivery race, started together, many times. In
+    // either order the cancel succeeds and the Task ends CANCELED: a wake that lost the race
+    // is never prompted; one delivered first gives the agent a turn in which it can no
+    // longer settle the Task, and the Task is not offered again.
+    const ROUNDS: usize = 40;
+    // How long the wake side waits after its delivery was skipped (the cancel won).
+    const SKIPPED: Duration = Duration::from_millis(20);
     let tmp = TempRoot::new("wake-cancel");
     let plane = open(&tmp.store());
     let queue = WakeQueue::start(plane.clone()).unwrap();
-    let task = plane
-        .accept_in_context("alice", None, user("m-1", "x"), vec![])
-        .unwrap()
-        .task_id
-        .unwrap();
-    plane.cancel("alice", &task).unwrap();
-    assert!(
-        queue.next_wake(SHORT).is_none(),
-        "a canceled Task is never prompted"
-    );
-    assert_eq!(
-        plane.task(&task, Some(0), false).unwrap().unwrap().state,
-        TaskState::Canceled
+    let agent = tools(&queue);
+    let (mut delivered_first, mut canceled_first) = (0, 0);
+    for round in 0..ROUNDS {
+        let task = plane
+            .accept_in_context("alice", None, user(&format!("m-{round}"), "x"), vec![])
+            .unwrap()
+            .task_id
+            .unwrap();
+        // The wake is ready before the race starts (no event announces an admission).
+        wait_until("the Task's wake is admitted", || queue.waiting() == 1);
+        let start = Arc::new(Barrier::new(2));
+        let canceler = std::thread::spawn({
+            let (plane, task, start) = (plane.clone(), task.clone(), start.clone());
+            move || {
+                start.wait();
+                plane.cancel("alice", &task).map(|t| t.state)
+            }
+        });
+        start.wait();
+        let wake = queue.next_wake(SKIPPED);
+        let canceled = canceler.join().unwrap();
+        assert_eq!(
+            canceled.as_ref().ok(),
+            Some(&TaskState::Canceled),
+            "round {round}: the cancel of a live Task succeeds in either order: {canceled:?}"
+        );
+        match wake {
+            None => canceled_first += 1,
+            Some(wake) => {
+                delivered_first += 1;
+                assert_eq!(wake.task_id, task, "round {round}");
+                let refused = agent.complete_task(&task, Outcome::Completed, "done", vec![]);
+                assert!(
+                    refused.is_err(),
+                    "round {round}: a canceled Task cannot be settled by the turn it raced"
+                );
+                queue.turn_ended(&task, TurnOutcome::Ended, None).unwrap();
+            }
+        }
+        assert_eq!(
+            plane.task(&task, Some(0), false).unwrap().unwrap().state,
+            TaskState::Canceled,
+            "round {round}"
+        );
+        assert_eq!(
+            (queue.authority(), queue.waiting()),
+            (None, 0),
+            "round {round}: a canceled Task is not offered (again)"
+        );
+    }
+    eprintln!(
+        "{ROUNDS} races: the wake was delivered first {delivered_first} times, the cancel won {canceled_first} times"
     );
     queue.close();
 }
