@@ -25,6 +25,11 @@ let listener: A2AListener;
 let client: Client;
 let agentRunning = true;
 let agentLoop: Promise<void>;
+/** Errors the scripted agent met: the last test fails with them. */
+const agentErrors: string[] = [];
+/** A "gated" Task waits until the test opens the gate (once the client holds its snapshot). */
+let openGate: () => void = () => {};
+const gate = new Promise<void>((resolve) => (openGate = resolve));
 
 async function clientFor(token: string): Promise<Client> {
   const authFetch = createAuthenticatingFetchWithRetry(fetch, {
@@ -61,7 +66,13 @@ function request(msg: Message): SendMessageRequest {
 const textOf = (parts: { content?: { $case: string; value?: unknown } }[] | undefined) =>
   (parts ?? []).map((p) => (p.content?.$case === "text" ? String(p.content.value) : "")).join("");
 
-/** The scripted agent: runs until the test file ends. */
+/** Rejects after `ms`, naming what was waited for (the timer does not keep Node alive). */
+function deadline(ms: number, what: string): Promise<never> {
+  return new Promise((_, reject) => setTimeout(() => reject(new Error(`waited ${ms} ms for ${what}`)), ms).unref());
+}
+
+/** The scripted agent: runs until the test file ends. An error it meets is kept (the last
+ * test fails with it), except on a Task the test canceled under it. */
 async function runAgent(): Promise<void> {
   while (agentRunning) {
     const accepted = await plane.nextAccepted(100);
@@ -76,13 +87,15 @@ async function runAgent(): Promise<void> {
       } else if (text.startsWith("work")) {
         await plane.startWork(id);
       } else {
-        if (text.startsWith("slow")) await new Promise((r) => setTimeout(r, 200));
+        if (text.startsWith("gated")) await Promise.race([gate, deadline(20_000, "the test to open the gate")]);
         await plane.startWork(id);
         await plane.recordArtifact(id, { name: "progress", parts: [{ text: "half way" }] });
         await plane.complete(id, [{ name: "answer", parts: [{ text: `echo: ${text}` }] }], { parts: [{ text: "done" }] });
       }
-    } catch {
-      // A canceled Task refuses further work: that is the point of those tests.
+    } catch (err) {
+      // A Task canceled under the agent refuses further work: that is what cancel is for.
+      const now = (await plane.readTask(id)) as { status?: { state?: string } } | null;
+      if (now?.status?.state !== "TASK_STATE_CANCELED") agentErrors.push(`task ${id} (script "${text}"): ${String(err)}`);
     }
   }
 }
@@ -114,9 +127,11 @@ test("sendMessage blocks until the Task completes and returns its artifacts", as
 
 test("sendMessageStream yields the Task, live updates, and ends when it settles", async () => {
   const events: string[] = [];
-  for await (const event of client.sendMessageStream(request(message("slow")))) {
+  for await (const event of client.sendMessageStream(request(message("gated")))) {
     const payload = event.payload;
     if (payload?.$case === "task") events.push(`task:${TaskState[payload.value.status?.state ?? 0]}`);
+    // The agent works the Task only once the client holds its snapshot.
+    if (payload?.$case === "task") openGate();
     if (payload?.$case === "statusUpdate") events.push(`status:${TaskState[payload.value.status?.state ?? 0]}`);
     if (payload?.$case === "artifactUpdate") events.push(`artifact:${payload.value.artifact?.name}`);
   }
@@ -162,14 +177,18 @@ test("resubscribeTask streams an interrupted Task until a continuation settles i
   assert.ok("status" in asked);
   assert.equal(asked.status?.state, TaskState.TASK_STATE_INPUT_REQUIRED);
   const seen: string[] = [];
+  let subscribed: () => void = () => {};
+  const snapshot = new Promise<void>((resolve) => (subscribed = resolve));
   const subscription = (async () => {
     for await (const event of client.resubscribeTask({ tenant: "", id: asked.id })) {
       const p = event.payload;
       if (p?.$case === "task") seen.push(`task:${TaskState[p.value.status?.state ?? 0]}`);
       if (p?.$case === "statusUpdate") seen.push(`status:${TaskState[p.value.status?.state ?? 0]}`);
+      subscribed();
     }
   })();
-  await new Promise((r) => setTimeout(r, 300));
+  // The continuation is sent once the subscriber holds the snapshot (or the stream ended).
+  await Promise.race([snapshot, subscription]);
   const answered = await client.sendMessage(request(message("the blue one", asked.id, asked.contextId)));
   assert.ok("status" in answered);
   assert.equal(answered.id, asked.id);
@@ -198,4 +217,8 @@ test("errors reach the client as typed A2A errors", async () => {
     assert.match(err.message, /bearer token is required/);
     return true;
   });
+});
+
+test("the scripted agent met no error", () => {
+  assert.deepEqual(agentErrors, []);
 });

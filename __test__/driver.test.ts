@@ -7,7 +7,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import test from "node:test";
 import type { ExtensionAPI, ExtensionContext } from "@earendil-works/pi-coding-agent";
-import { AgentBridge, TaskPlane } from "../index.js";
+import { AgentBridge, type TaskActivity, TaskPlane } from "../index.js";
 import { modelProblem, TaskSessionDriver } from "../extensions/task-sessions.ts";
 
 type Status = { state: string; message?: { parts: { text: string }[] } };
@@ -16,11 +16,37 @@ async function statusOf(plane: TaskPlane, principal: string, taskId: string): Pr
   return ((await plane.getTask(principal, taskId)) as { status: Status }).status;
 }
 
+/** Polls `probe` (bounded): only for what no event announces (the bridge's hold). */
 async function until(what: string, probe: () => Promise<boolean> | boolean, ms = 10_000): Promise<void> {
   for (const deadline = Date.now() + ms; !(await probe()); ) {
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
     await new Promise((r) => setTimeout(r, 20));
   }
+}
+
+/** Watches the bridge's activity (every Task's status changes, as they are committed) and
+ * returns a wait for the first one that matches, seen already or still to come. */
+function activityOf(bridge: AgentBridge): (what: string, matches: (a: TaskActivity) => boolean, ms?: number) => Promise<TaskActivity> {
+  const seen: TaskActivity[] = [];
+  const waiters: { matches: (a: TaskActivity) => boolean; found: (a: TaskActivity) => void }[] = [];
+  bridge.watchActivity((err, batch) => {
+    if (err) return;
+    for (const a of batch) {
+      seen.push(a);
+      for (const w of waiters.filter((w) => w.matches(a))) {
+        waiters.splice(waiters.indexOf(w), 1);
+        w.found(a);
+      }
+    }
+  });
+  return (what, matches, ms = 10_000) => {
+    const already = seen.find(matches);
+    if (already) return Promise.resolve(already);
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`no activity showed ${what} within ${ms} ms`)), ms);
+      waiters.push({ matches, found: (a) => (clearTimeout(timer), resolve(a)) });
+    });
+  };
 }
 
 test("Pi's `unknown` placeholder is no model; a model without credentials is none either", async () => {
@@ -50,12 +76,13 @@ test("the driver holds the queue without a usable model, releases it once one is
   const driver = new TaskSessionDriver(pi, bridge, () => context as unknown as ExtensionContext, (id) => plane.sessionDir(id), (event) =>
     void logged.push(event),
   );
+  const activity = activityOf(bridge);
   driver.start();
   try {
     await until("the hold", () => bridge.held !== null && bridge.held !== undefined);
     const accepted = await plane.acceptInContext("alice", { messageId: "m-1", role: "ROLE_USER", parts: [{ text: "hi" }] });
     const taskId = accepted.taskId as string;
-    await until("the note", async () => (await statusOf(plane, "alice", taskId)).message !== undefined);
+    await activity("the note", (a) => a.taskId === taskId && a.message !== undefined);
     const held = await statusOf(plane, "alice", taskId);
     assert.equal(held.state, "TASK_STATE_SUBMITTED");
     assert.match(held.message?.parts[0].text ?? "", /has no usable model at the moment, so this task waits; its operator has been told/);
@@ -65,7 +92,7 @@ test("the driver holds the queue without a usable model, releases it once one is
     // is tried, fails, and the Task says why and when it is tried again.
     context.model = { provider: "nowhere", id: "no-such-model", api: "openai-completions" };
     driver.poke();
-    await until("the failed turn's note", async () => /turn on this task failed/.test((await statusOf(plane, "alice", taskId)).message?.parts[0].text ?? ""), 30_000);
+    await activity("the failed turn's note", (a) => a.taskId === taskId && /turn on this task failed/.test(a.message ?? ""), 30_000);
     assert.equal(bridge.held ?? null, null);
     const failed = await statusOf(plane, "alice", taskId);
     assert.equal(failed.state, "TASK_STATE_WORKING");

@@ -50,14 +50,36 @@ function startResident(env: Record<string, string> = {}, storeRoot?: string, age
   return { child, stderr: () => stderr, exited, storeRoot: root };
 }
 
-async function until<T>(what: string, probe: () => T | undefined, ms: number, resident: Resident): Promise<T> {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const value = probe();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}; stderr:\n${resident.stderr()}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
+/** Resolves with what `probe` finds in the resident's stderr, looking again as each chunk
+ * of it arrives; fails when the resident exits first or after `ms`. */
+function until<T>(what: string, probe: () => T | undefined, ms: number, resident: Resident): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    const stderr = resident.child.stderr;
+    const done = () => {
+      clearTimeout(timer);
+      stderr?.off("data", look);
+      resident.child.off("exit", exited);
+    };
+    const fail = (why: string) => {
+      done();
+      reject(new Error(`${why} waiting for ${what}; stderr:\n${resident.stderr()}`));
+    };
+    // Registered after startResident's own listener, so the chunk is in stderr() already.
+    const look = () => {
+      const value = probe();
+      if (value !== undefined) {
+        done();
+        resolve(value);
+      }
+    };
+    const exited = (code: number | null) => fail(`the resident exited (${code})`);
+    const timer = setTimeout(() => fail(`timed out after ${ms} ms`), ms);
+    stderr?.on("data", look);
+    resident.child.once("exit", exited);
+    look();
+    const gone = resident.child.exitCode ?? resident.child.signalCode;
+    if (gone !== null && probe() === undefined) fail(`the resident had exited (${gone})`);
+  });
 }
 
 async function stop(resident: Resident, ms = 30_000): Promise<number | null> {
@@ -76,7 +98,8 @@ test("the headless resident runs with no terminal, completes a task, stops on SI
   let pending = "";
   try {
     const url = await until("the running line", () => /a2a-resident: running .*A2A listener (http:\/\/127\.0\.0\.1:\d+)/.exec(resident.stderr())?.[1], 120_000, resident);
-    // Stays up although its input is at end of file.
+    // Stays up although its input is at end of file: staying up for a while is what is
+    // under test, so this waits that while.
     await new Promise((r) => setTimeout(r, 1_000));
     assert.equal(resident.child.exitCode, null, resident.stderr());
     const send = async (text: string, configuration: Record<string, unknown> = {}) => {

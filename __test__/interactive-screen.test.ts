@@ -9,6 +9,8 @@ import { existsSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import test from "node:test";
+import { ACTIVITY_WINDOW_MS } from "../extensions/resident-ui.ts";
+import { terminalState } from "./helpers/a2a-http.ts";
 import { fauxAgentExtension, piCli, repoRoot } from "./helpers/pi.ts";
 
 const TOKEN = "screen-token-0123456789abcdef";
@@ -59,6 +61,7 @@ test("the interactive screen shows no log lines, a footer with the queue, and on
     let url = "";
     for (const deadline = Date.now() + 30_000; !url && Date.now() < deadline; ) {
       url = existsSync(logFile) ? (/"event":"a2a_listener_ready".*"url":"(http:\/\/127\.0\.0\.1:\d+)"/.exec(readFileSync(logFile, "utf8"))?.[1] ?? "") : "";
+      // The log file is the only place the URL appears: read it until it does (bounded).
       if (!url) await new Promise((r) => setTimeout(r, 100));
     }
     assert.ok(url, `the listener started; screen:\n${screen()}`);
@@ -74,18 +77,22 @@ test("the interactive screen shows no log lines, a footer with the queue, and on
       });
       ids.push((await res.json()).task.id);
     }
-    let completed = 0;
-    for (const deadline = Date.now() + 60_000; completed < ids.length && Date.now() < deadline; ) {
-      const res = await fetch(`${url}/tasks?status=TASK_STATE_COMPLETED&pageSize=100`, { headers: { Authorization: `Bearer ${TOKEN}` } });
-      completed = (await res.json()).tasks.length;
-      if (completed < ids.length) await new Promise((r) => setTimeout(r, 200));
+    // Each Task's updates, as they are committed, until it is terminal.
+    const deadline = Date.now() + 60_000;
+    for (const id of ids) {
+      assert.equal(await terminalState(url, TOKEN, id, Math.max(deadline - Date.now(), 1)), "TASK_STATE_COMPLETED", id);
     }
-    assert.equal(completed, ids.length);
-    // Let the last notification window close and the screen settle.
-    await new Promise((r) => setTimeout(r, 2_500));
+    // The screen has no event to wait on: look until the footer says the queue is idle.
+    const idle = new RegExp(`A2A ${url.replace(/\./g, "\\.")} · idle`);
+    for (const until = Date.now() + 20_000; !idle.test(screen()) && Date.now() < until; ) {
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    // The notification window is what is under test: one more window, so the last one's
+    // line is drawn.
+    await new Promise((r) => setTimeout(r, ACTIVITY_WINDOW_MS + 500));
     const shown = screen();
     assert.doesNotMatch(shown, /"event"|\{"ts"/, `no log line on the screen:\n${shown}`);
-    assert.match(shown, new RegExp(`A2A ${url.replace(/\./g, "\\.")} · idle`), shown);
+    assert.match(shown, idle, shown);
     // 60 events (30 arrivals, 30 completions) in one notification line per 1 s window (Pi
     // may also fold consecutive notices): a few lines, however fast the machine, never 60.
     const notifications = shown.split("\n").filter((l) => /^\s*A2A(:| task )/.test(l));

@@ -7,6 +7,7 @@ import { mkdirSync, mkdtempSync, readdirSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import test from "node:test";
+import { terminalState } from "./helpers/a2a-http.ts";
 import { fauxAgentExtension, PiRpc, repoRoot } from "./helpers/pi.ts";
 
 const TOKEN = "e2e-token-0123456789abcdef";
@@ -123,13 +124,7 @@ test("without a usable model tasks wait and say why; a restart with a model work
   const second = new PiRpc([repoRoot], env, { model: fauxAgentExtension, storeRoot: first.storeRoot });
   try {
     const url = await listenerUrl(second);
-    let state = "";
-    const deadline = Date.now() + 20_000;
-    while (state !== "TASK_STATE_COMPLETED" && Date.now() < deadline) {
-      const res = await fetch(`${url}/tasks/${taskId}`, { headers: { Authorization: `Bearer ${TOKEN}` } });
-      state = (await res.json()).status.state;
-      if (state !== "TASK_STATE_COMPLETED") await new Promise((r) => setTimeout(r, 100));
-    }
+    const state = await terminalState(url, TOKEN, taskId, 20_000);
     assert.equal(state, "TASK_STATE_COMPLETED", second.stderr);
   } finally {
     assert.equal(await second.close(), 0, second.stderr);

@@ -152,7 +152,9 @@ test("outbound delivery: concurrent identical responses share one provider mutat
       const step = await plane.beginDelivery(request);
       if (step.next !== "send") return step.outcome!;
       mutations += 1;
-      await new Promise((r) => setTimeout(r, 20)); // the provider call
+      // The provider call's latency, not a synchronisation: the others arrive while it is
+      // in flight, and the outcome must not depend on whether they do.
+      await new Promise((r) => setTimeout(r, 20));
       return plane.finishDelivery(request, { providerResponseId: "resp-1" });
     };
     const outcomes = await Promise.all([deliver(), deliver(), deliver()]);

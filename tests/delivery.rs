@@ -55,6 +55,9 @@ fn concurrent_identical_responses_share_one_transition_and_one_provider_mutation
                 plane
                     .deliver(request("d-1", "answer", Recovery::Lookup), None, || {
                         sends.fetch_add(1, Ordering::SeqCst);
+                        // The provider call's latency, not a synchronisation: the others
+                        // arrive while it is in flight, and the outcome must not depend on
+                        // whether they do.
                         std::thread::sleep(std::time::Duration::from_millis(20));
                         Ok("resp-1".into())
                     })

@@ -17,6 +17,8 @@ use serde_json::{json, Value};
 
 /// A Task the scripted agent keeps WORKING.
 fn working_task(server: &Server, token: &str, message_id: &str) -> String {
+    // Watched before the send, so the agent's start is seen however fast it comes.
+    let (watch, activity) = server.plane.events().watch_activity();
     let reply = server.call(
         "POST",
         "/message:send",
@@ -30,15 +32,11 @@ fn working_task(server: &Server, token: &str, message_id: &str) -> String {
         String::from_utf8_lossy(&reply.body)
     );
     let id = reply.json()["task"]["id"].as_str().unwrap().to_string();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let task = server.plane.task(&id, Some(0), false).unwrap().unwrap();
-        if task.state == TaskState::Working {
-            return id;
-        }
-        assert!(Instant::now() < deadline, "the agent did not start {id}");
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    common::wait_for_activity(&activity, &format!("the agent starting {id}"), |a| {
+        a.task_id == id && a.state == Some(TaskState::Working)
+    });
+    server.plane.events().unwatch(watch);
+    id
 }
 
 /// Opens `GET /tasks/{id}:subscribe` on a raw socket and reads only the status code (the
@@ -114,6 +112,8 @@ fn a_slow_stream_reader_is_dropped_and_frees_its_place() {
         server.plane.record_artifact(&id, big_artifact(n)).unwrap();
     }
     // The stalled reader is dropped after the write timeout, and its place is free again.
+    // Nothing announces the drop to a client that does not read, so this asks for a place
+    // until it gets one (bounded, and failing with what it waited for).
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let (status, stream) = open_subscription(server.addr(), ALICE, &id);

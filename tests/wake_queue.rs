@@ -4,6 +4,10 @@
 mod common;
 
 use std::collections::BTreeMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Barrier};
+use std::task::Poll;
 use std::time::Duration;
 
 use a2a_task_plane::plane::{InterruptKind, PlaneError, TaskPlane};
@@ -295,19 +299,20 @@ fn admission_is_bounded_and_overflow_is_logged_and_durable() {
         .task_id
         .unwrap();
     assert_eq!(queue.next_wake(LONG).unwrap().task_id, first); // the active turn
-    let mut ids = Vec::new();
+    let (watch, activity) = plane.events().watch_activity();
     for i in 1..=MAX_WAITING + 3 {
-        ids.push(
-            plane
-                .accept_in_context("alice", None, user(&format!("m-{i}"), "x"), vec![])
-                .unwrap(),
-        );
+        plane
+            .accept_in_context("alice", None, user(&format!("m-{i}"), "x"), vec![])
+            .unwrap();
     }
-    let deadline = std::time::Instant::now() + LONG;
-    while queue.waiting() < MAX_WAITING && std::time::Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(5));
+    // Admission is in acceptance order: the three given up (their Tasks FAILED) come after
+    // the MAX_WAITING admitted.
+    for n in 1..=3 {
+        wait_for_activity(&activity, &format!("overflow {n} of 3 FAILED"), |a| {
+            a.state == Some(TaskState::Failed)
+        });
     }
-    std::thread::sleep(Duration::from_millis(100));
+    plane.events().unwatch(watch);
     assert_eq!(queue.waiting(), MAX_WAITING);
     let db = plane.store().db_path().to_path_buf();
     assert_eq!(
@@ -330,22 +335,68 @@ fn admission_is_bounded_and_overflow_is_logged_and_durable() {
 
 #[test]
 fn cancel_wins_against_a_concurrent_wake() {
+    // The caller's cancel and the wake's delivery race, started together, many times. In
+    // either order the cancel succeeds and the Task ends CANCELED: a wake that lost the race
+    // is never prompted; one delivered first gives the agent a turn in which it can no
+    // longer settle the Task, and the Task is not offered again.
+    const ROUNDS: usize = 40;
+    // How long the wake side waits after its delivery was skipped (the cancel won).
+    const SKIPPED: Duration = Duration::from_millis(20);
     let tmp = TempRoot::new("wake-cancel");
     let plane = open(&tmp.store());
     let queue = WakeQueue::start(plane.clone()).unwrap();
-    let task = plane
-        .accept_in_context("alice", None, user("m-1", "x"), vec![])
-        .unwrap()
-        .task_id
-        .unwrap();
-    plane.cancel("alice", &task).unwrap();
-    assert!(
-        queue.next_wake(SHORT).is_none(),
-        "a canceled Task is never prompted"
-    );
-    assert_eq!(
-        plane.task(&task, Some(0), false).unwrap().unwrap().state,
-        TaskState::Canceled
+    let agent = tools(&queue);
+    let (mut delivered_first, mut canceled_first) = (0, 0);
+    for round in 0..ROUNDS {
+        let task = plane
+            .accept_in_context("alice", None, user(&format!("m-{round}"), "x"), vec![])
+            .unwrap()
+            .task_id
+            .unwrap();
+        // The wake is ready before the race starts (no event announces an admission).
+        wait_until("the Task's wake is admitted", || queue.waiting() == 1);
+        let start = Arc::new(Barrier::new(2));
+        let canceler = std::thread::spawn({
+            let (plane, task, start) = (plane.clone(), task.clone(), start.clone());
+            move || {
+                start.wait();
+                plane.cancel("alice", &task).map(|t| t.state)
+            }
+        });
+        start.wait();
+        let wake = queue.next_wake(SKIPPED);
+        let canceled = canceler.join().unwrap();
+        assert_eq!(
+            canceled.as_ref().ok(),
+            Some(&TaskState::Canceled),
+            "round {round}: the cancel of a live Task succeeds in either order: {canceled:?}"
+        );
+        match wake {
+            None => canceled_first += 1,
+            Some(wake) => {
+                delivered_first += 1;
+                assert_eq!(wake.task_id, task, "round {round}");
+                let refused = agent.complete_task(&task, Outcome::Completed, "done", vec![]);
+                assert!(
+                    refused.is_err(),
+                    "round {round}: a canceled Task cannot be settled by the turn it raced"
+                );
+                queue.turn_ended(&task, TurnOutcome::Ended, None).unwrap();
+            }
+        }
+        assert_eq!(
+            plane.task(&task, Some(0), false).unwrap().unwrap().state,
+            TaskState::Canceled,
+            "round {round}"
+        );
+        assert_eq!(
+            (queue.authority(), queue.waiting()),
+            (None, 0),
+            "round {round}: a canceled Task is not offered (again)"
+        );
+    }
+    eprintln!(
+        "{ROUNDS} races: the wake was delivered first {delivered_first} times, the cancel won {canceled_first} times"
     );
     queue.close();
 }
@@ -664,10 +715,10 @@ fn an_answer_arriving_during_the_turn_is_offered_once_not_alongside_the_old_acti
     let answer = plane
         .continue_task("alice", &task, None, user("m-2", "that one"), vec![])
         .unwrap();
-    let deadline = std::time::Instant::now() + LONG;
-    while queue.waiting() == 0 && std::time::Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(2));
-    }
+    // No event announces an admission: poll the queue (bounded).
+    wait_until("the answer is admitted behind the turn", || {
+        queue.waiting() == 1
+    });
     queue.turn_ended(&task, TurnOutcome::Ended, None).unwrap(); // unsettled (SUBMITTED again)
     assert_eq!(queue.waiting(), 1, "one wake per Task");
     let next = queue.next_wake(LONG).unwrap();
@@ -753,12 +804,11 @@ fn a_held_queue_delivers_nothing_and_each_waiting_task_says_why_until_released()
         .unwrap()
         .task_id
         .unwrap();
-    // Admission is asynchronous: wait until the first is waiting.
-    let deadline = std::time::Instant::now() + LONG;
-    while queue.waiting() == 0 && std::time::Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    // Admission is asynchronous, and no event announces it: poll the queue (bounded), so
+    // the first Task is told by `hold` itself and the second when it is admitted.
+    wait_until("the first Task is admitted", || queue.waiting() == 1);
     let why = "the resident Pi has no model selected, so tasks wait until one is";
+    let (watch, activity) = plane.events().watch_activity();
     queue.hold(Some(why.into()));
     assert_eq!(queue.held().as_deref(), Some(why));
     let after = plane
@@ -770,15 +820,13 @@ fn a_held_queue_delivers_nothing_and_each_waiting_task_says_why_until_released()
         queue.next_wake(Duration::from_millis(200)).is_none(),
         "nothing is delivered while held"
     );
-    // Admission (and so the note) is asynchronous: wait for both notes.
-    let deadline = std::time::Instant::now() + LONG;
-    while [&before, &after]
-        .iter()
-        .any(|t| status_text(&plane, t).1 != why)
-        && std::time::Instant::now() < deadline
-    {
-        std::thread::sleep(Duration::from_millis(5));
+    // Admission (and so the note) is asynchronous: wait for both notes as they are written.
+    for task in [&before, &after] {
+        wait_for_activity(&activity, &format!("the note on {task}"), |a| {
+            a.task_id == *task && a.message.as_deref() == Some(why)
+        });
     }
+    plane.events().unwatch(watch);
     for task in [&before, &after] {
         let (state, text) = status_text(&plane, task);
         assert_eq!(state, TaskState::Submitted);
@@ -871,10 +919,8 @@ fn one_active_turn_whoever_calls_next_wake_concurrently() {
             .accept_in_context("alice", None, user(&format!("m-{n}"), "x"), vec![])
             .unwrap();
     }
-    let deadline = std::time::Instant::now() + LONG;
-    while queue.waiting() < 2 && std::time::Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    // No event announces an admission: poll the queue (bounded).
+    wait_until("both Tasks are admitted", || queue.waiting() == 2);
     // Two blocking callers and one async caller race for the two waiting wakes: only one
     // turn may be active, so exactly one of them gets a wake.
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -904,32 +950,42 @@ fn an_async_wait_is_woken_by_an_acceptance_and_by_close() {
         .enable_all()
         .build()
         .unwrap();
-    let waiting = runtime.spawn({
-        let queue = queue.clone();
-        async move { queue.next_wake_async(LONG).await }
-    });
+    // Polled once before the acceptance, so it is waiting when the acceptance comes. (The
+    // plane's blocking calls are made outside the runtime, as a driver would.)
+    let mut waiting = Box::pin(queue.next_wake_async(LONG));
+    assert!(
+        runtime.block_on(poll_once(waiting.as_mut())).is_none(),
+        "nothing is ready yet: it waits"
+    );
     let task = plane
         .accept_in_context("alice", None, user("m-1", "x"), vec![])
         .unwrap()
         .task_id
         .unwrap();
-    let wake = runtime
-        .block_on(waiting)
-        .unwrap()
-        .expect("woken by the acceptance");
+    let wake = runtime.block_on(waiting).expect("woken by the acceptance");
     assert_eq!(wake.task_id, task);
     queue.turn_ended(&task, TurnOutcome::Ended, None).unwrap();
     let _ = queue.next_wake(LONG); // re-offered (unsettled): take it so nothing is ready
-    let waiting = runtime.spawn({
-        let queue = queue.clone();
-        async move { queue.next_wake_async(Duration::from_secs(30)).await }
-    });
-    std::thread::sleep(Duration::from_millis(50));
+    let mut waiting = Box::pin(queue.next_wake_async(Duration::from_secs(30)));
+    assert!(
+        runtime.block_on(poll_once(waiting.as_mut())).is_none(),
+        "a turn is active: it waits"
+    );
     let started = std::time::Instant::now();
     queue.close();
-    assert_eq!(runtime.block_on(waiting).unwrap(), None);
+    assert_eq!(runtime.block_on(waiting), None);
     assert!(
         started.elapsed() < Duration::from_secs(10),
         "close ends the wait"
     );
+}
+
+/// Polls `future` once: its output if it is ready, `None` if it now waits (registered to
+/// be woken).
+async fn poll_once<F: Future>(mut future: Pin<&mut F>) -> Option<F::Output> {
+    std::future::poll_fn(|cx| match future.as_mut().poll(cx) {
+        Poll::Ready(output) => Poll::Ready(Some(output)),
+        Poll::Pending => Poll::Ready(None),
+    })
+    .await
 }

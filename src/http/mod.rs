@@ -14,15 +14,25 @@
 //! longest-idle one closed first when a newcomer arrives at the limit; streams in their own
 //! pool, overall and per principal; a client that sends no request head in time, idles on
 //! keep-alive, or stops reading a response for the write timeout is dropped.
+//!
+//! Files: the routes are `card.rs` (the Agent Card), `send.rs` (`message:send`,
+//! `message:stream`) and `tasks.rs` (get, list, cancel, subscribe); what they share is
+//! `project.rs` (what a caller sees of a Task and its updates), `task_stream.rs` (waiting
+//! for a Task to settle, and its SSE stream), `sse.rs` (framing and backpressure),
+//! `blocking.rs` (plane calls off the async workers), `auth.rs`, `negotiate.rs`,
+//! `error.rs`, `page_token.rs` and `conn.rs`.
 
 mod auth;
+mod blocking;
 mod card;
 mod conn;
 mod error;
 mod negotiate;
 mod page_token;
+mod project;
 mod send;
 mod sse;
+mod task_stream;
 mod tasks;
 
 use std::convert::Infallible;

@@ -6,8 +6,10 @@ use std::time::Duration;
 use hyper::body::Incoming;
 use hyper::{Request, Response, StatusCode};
 
+use super::blocking::blocking;
 use super::error::ApiError;
-use super::tasks::{blocking, stream_task, task_snapshot, wait_settled};
+use super::project::task_snapshot;
+use super::task_stream::{stream_task, wait_settled};
 use super::{json_response, negotiate, sse, Body, Ctx};
 use crate::plane::Acceptance;
 use crate::record::Role;

@@ -1,268 +1,28 @@
-//! `GET /tasks`, `GET /tasks/{id}`, `POST /tasks/{id}:cancel`, `GET|POST
-//! /tasks/{id}:subscribe`, and the Task snapshots and streams `message:send` and
-//! `message:stream` share.
+//! The Task routes: `GET /tasks`, `GET /tasks/{id}`, `POST /tasks/{id}:cancel` and `GET|POST
+//! /tasks/{id}:subscribe` — their parameters and bodies checked, then the plane asked.
+//!
+//! What a caller sees of a Task is `project.rs`'s; the subscription stream is
+//! `task_stream.rs`'s (shared with `message:send` and `message:stream` in `send.rs`).
 
 use std::time::Duration;
 
 use hyper::body::Incoming;
 use hyper::{Request, Response, StatusCode};
-use serde_json::{json, Value};
+use serde_json::Value;
 
-use super::conn::StreamGuard;
+use super::blocking::blocking;
 use super::error::ApiError;
-use super::{json_response, negotiate, sse, Body, Ctx};
-use crate::events::TaskEvent;
-use crate::plane::{ListFilter, PlaneError};
-use crate::record::TaskRecord;
-use crate::wire::convert::{self, json_to_struct};
-use crate::wire::extensions::{TaskLocator, ELICITATION_V1, OUTFITTER_TASK_V1};
+use super::project::{project_task, read_task, task_snapshot};
+use super::task_stream::stream_updates;
+use super::{json_response, negotiate, Body, Ctx};
+use crate::plane::ListFilter;
+use crate::wire::convert;
 use crate::wire::json::ListTasksResponseJson;
-use crate::wire::{
-    self, stream_response, ListTasksResponse, StreamResponse, Task, TaskState, Timestamp,
-};
-
-/// The metadata key of `outfitter-task/v1` payloads (as its schema says).
-pub const OUTFITTER_METADATA_KEY: &str = "outfitter-task/v1";
+use crate::wire::{self, ListTasksResponse, TaskState, Timestamp};
 
 /// Default and largest page of `GET /tasks`.
 const DEFAULT_PAGE_SIZE: u32 = 50;
 const MAX_PAGE_SIZE: u32 = 100;
-/// SSE keep-alive interval.
-const KEEP_ALIVE: Duration = Duration::from_secs(15);
-
-/// Runs a blocking plane call off the async workers.
-pub async fn blocking<T: Send + 'static>(
-    work: impl FnOnce() -> Result<T, PlaneError> + Send + 'static,
-) -> Result<T, ApiError> {
-    match tokio::task::spawn_blocking(work).await {
-        Ok(result) => result.map_err(ApiError::from),
-        Err(_) => Err(ApiError::new(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "INTERNAL",
-            "the task plane call failed unexpectedly; nothing was acknowledged",
-        )),
-    }
-}
-
-/// Only extensions the caller activated are carried on what it reads.
-fn keep_activated(
-    extensions: &mut Vec<String>,
-    metadata: &mut Option<pbjson_types::Struct>,
-    activated: &[String],
-) {
-    extensions.retain(|uri| activated.iter().any(|a| a == uri));
-    if let Some(metadata) = metadata {
-        if !activated.iter().any(|a| a == OUTFITTER_TASK_V1) {
-            metadata.fields.remove(OUTFITTER_METADATA_KEY);
-            metadata.fields.remove(OUTFITTER_TASK_V1);
-        }
-        if !activated.iter().any(|a| a == ELICITATION_V1) {
-            metadata.fields.remove(ELICITATION_V1);
-        }
-    }
-}
-
-fn project_message(message: &mut wire::Message, activated: &[String]) {
-    keep_activated(&mut message.extensions, &mut message.metadata, activated);
-}
-
-fn project_artifact(artifact: &mut wire::Artifact, activated: &[String]) {
-    keep_activated(&mut artifact.extensions, &mut artifact.metadata, activated);
-}
-
-/// A stored Task as this caller sees it: extensions it did not activate are left out, and
-/// with `outfitter-task/v1` active the Task carries its locator.
-pub fn project_task(ctx: &Ctx, record: &TaskRecord) -> Task {
-    let activated = &ctx.extensions;
-    let mut task = convert::task_to_wire(record);
-    task.history
-        .iter_mut()
-        .for_each(|m| project_message(m, activated));
-    task.artifacts
-        .iter_mut()
-        .for_each(|a| project_artifact(a, activated));
-    if let Some(message) = task.status.as_mut().and_then(|s| s.message.as_mut()) {
-        project_message(message, activated);
-    }
-    if activated.iter().any(|a| a == OUTFITTER_TASK_V1) {
-        let locator = TaskLocator::served_by(&ctx.shared.interface_url, None, &record.task_id);
-        let mut metadata = serde_json::Map::new();
-        metadata.insert(
-            OUTFITTER_METADATA_KEY.into(),
-            json!({ "task": locator.to_json() }),
-        );
-        task.metadata = Some(json_to_struct(&metadata));
-    }
-    task
-}
-
-/// The durable Task for this caller, or `TASK_NOT_FOUND` (a foreign Task is reported the
-/// same way as a missing one).
-pub async fn task_snapshot(
-    ctx: &Ctx,
-    task_id: &str,
-    history_length: Option<u32>,
-) -> Result<Task, ApiError> {
-    let record = read_task(ctx, task_id, history_length).await?;
-    Ok(project_task(ctx, &record))
-}
-
-async fn read_task(
-    ctx: &Ctx,
-    task_id: &str,
-    history_length: Option<u32>,
-) -> Result<TaskRecord, ApiError> {
-    let plane = ctx.shared.plane.clone();
-    let (principal, id) = (ctx.principal.clone(), task_id.to_string());
-    blocking(move || plane.get_task(&principal, &id, history_length, true))
-        .await?
-        .ok_or_else(|| ApiError::task_not_found(task_id))
-}
-
-fn settled(state: crate::record::TaskState) -> bool {
-    state.is_terminal() || state.is_interrupted()
-}
-
-/// Waits until the Task is terminal or interrupted, `timeout` passes, or the listener
-/// shuts down — whichever comes first.
-pub async fn wait_settled(ctx: &Ctx, task_id: &str, timeout: Duration) -> Result<(), ApiError> {
-    let mut updates = ctx.shared.plane.events().subscribe(task_id);
-    if settled(read_task(ctx, task_id, Some(0)).await?.state) {
-        return Ok(());
-    }
-    let deadline = tokio::time::Instant::now() + timeout;
-    let mut shutdown = ctx.shared.shutdown.clone();
-    loop {
-        tokio::select! {
-            update = updates.recv() => match update {
-                Ok(event) if event.state().is_some_and(settled) => return Ok(()),
-                Ok(_) => {}
-                Err(_) => return Ok(()), // fell behind: the snapshot read next tells the truth
-            },
-            _ = tokio::time::sleep_until(deadline) => return Ok(()),
-            _ = shutdown.changed() => return Ok(()),
-        }
-    }
-}
-
-fn event_frame(ctx: &Ctx, event: &TaskEvent) -> StreamResponse {
-    let activated = &ctx.extensions;
-    let payload = match event {
-        TaskEvent::Status {
-            task_id,
-            context_id,
-            state,
-            message,
-            at_ms,
-        } => {
-            let mut message = message
-                .as_ref()
-                .map(|m| convert::message_to_wire(m, context_id, Some(task_id)));
-            if let Some(m) = message.as_mut() {
-                project_message(m, activated);
-            }
-            stream_response::Payload::StatusUpdate(wire::TaskStatusUpdateEvent {
-                task_id: task_id.clone(),
-                context_id: context_id.clone(),
-                status: Some(wire::TaskStatus {
-                    state: convert::state_to_wire(*state) as i32,
-                    message,
-                    timestamp: Some(Timestamp::from_unix_millis(*at_ms)),
-                }),
-                metadata: None,
-            })
-        }
-        TaskEvent::Artifact {
-            task_id,
-            context_id,
-            artifact,
-        } => {
-            let mut artifact = convert::artifact_to_wire(artifact);
-            project_artifact(&mut artifact, activated);
-            stream_response::Payload::ArtifactUpdate(wire::TaskArtifactUpdateEvent {
-                task_id: task_id.clone(),
-                context_id: context_id.clone(),
-                artifact: Some(artifact),
-                append: false,
-                last_chunk: true,
-                metadata: None,
-            })
-        }
-    };
-    StreamResponse {
-        payload: Some(payload),
-    }
-}
-
-/// Streams a Task: its snapshot first, then live updates, until an update settles it
-/// (terminal or interrupted), the client leaves, or the listener shuts down. With
-/// `close_if_settled`, a snapshot that is settled already ends the stream at once.
-async fn stream_updates(
-    ctx: Ctx,
-    slot: StreamGuard,
-    task_id: String,
-    history_length: Option<u32>,
-    close_if_settled: bool,
-) -> Result<Response<Body>, ApiError> {
-    // Subscribe before reading the snapshot, so no update falls between the two.
-    let mut updates = ctx.shared.plane.events().subscribe(&task_id);
-    let record = read_task(&ctx, &task_id, history_length).await?;
-    let (response, events) = sse::response(&ctx.extensions, slot, ctx.write_timeout());
-    // A terminal snapshot always ends the stream (nothing more can happen), even when the
-    // Task settled between the caller's checks and this read.
-    let ends_now = record.state.is_terminal() || (close_if_settled && settled(record.state));
-    // Encoded here, so the stream keeps neither the record nor its wire copy: only the
-    // bytes, until the client has taken them.
-    let first = sse::frame(&StreamResponse {
-        payload: Some(stream_response::Payload::Task(project_task(&ctx, &record))),
-    });
-    drop(record);
-    let mut shutdown = ctx.shared.shutdown.clone();
-    tokio::spawn(async move {
-        if !events.push(first).await || ends_now {
-            return;
-        }
-        loop {
-            tokio::select! {
-                update = updates.recv() => {
-                    let Ok(event) = update else { return };
-                    let ends = event.state().is_some_and(settled);
-                    // Only the encoded bytes wait for a slow client.
-                    let frame = sse::frame(&event_frame(&ctx, &event));
-                    drop(event);
-                    // A stalled client must not hold up shutdown.
-                    let sent = tokio::select! {
-                        sent = events.push(frame) => sent,
-                        _ = shutdown.changed() => false,
-                    };
-                    if !sent || ends {
-                        return;
-                    }
-                }
-                _ = shutdown.changed() => return,
-                // The connection ended: let go of the subscription and the request now.
-                _ = events.closed() => return,
-                _ = tokio::time::sleep(KEEP_ALIVE) => {
-                    if !events.keep_alive().await {
-                        return;
-                    }
-                }
-            }
-        }
-    });
-    Ok(response)
-}
-
-/// `message:stream` after acceptance (`slot` was taken before intake, so an accepted
-/// message is never refused for want of a stream).
-pub async fn stream_task(
-    ctx: Ctx,
-    slot: StreamGuard,
-    task_id: String,
-    history_length: Option<u32>,
-) -> Result<Response<Body>, ApiError> {
-    stream_updates(ctx, slot, task_id, history_length, true).await
-}
 
 fn history_length_param(params: &[(String, String)]) -> Result<Option<u32>, ApiError> {
     match params.iter().find(|(k, _)| k == "historyLength") {

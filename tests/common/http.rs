@@ -1,5 +1,6 @@
 //! A small blocking HTTP/1.1 client for black-box tests over a real socket: one request per
-//! connection (`Connection: close`), chunked bodies decoded, SSE frames parsed.
+//! connection (`Connection: close`), chunked bodies decoded, SSE frames parsed — all at
+//! once ([`Reply::events`]) or one at a time as they arrive ([`EventStream`]).
 #![allow(dead_code)]
 
 use std::io::{BufRead, BufReader, Read, Write};
@@ -61,15 +62,15 @@ impl Reply {
     }
 }
 
-/// Sends one request; `headers` are added as given. Waits at most `timeout` for the reply.
-pub fn request_with_timeout(
+/// Sends one request head and body, and reads the response's status line and headers.
+fn send_head(
     addr: SocketAddr,
     method: &str,
     path: &str,
     headers: &[(&str, &str)],
     body: &[u8],
     timeout: Duration,
-) -> Reply {
+) -> (u16, Vec<(String, String)>, BufReader<TcpStream>) {
     let mut stream = TcpStream::connect(addr).unwrap();
     stream.set_read_timeout(Some(timeout)).unwrap();
     let mut head = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
@@ -102,25 +103,47 @@ pub fn request_with_timeout(
         let (k, v) = line.split_once(':').unwrap();
         headers.push((k.trim().to_string(), v.trim().to_string()));
     }
-    let chunked = headers
+    (status, headers, reader)
+}
+
+fn is_chunked(headers: &[(String, String)]) -> bool {
+    headers
         .iter()
-        .any(|(k, v)| k.eq_ignore_ascii_case("transfer-encoding") && v.contains("chunked"));
+        .any(|(k, v)| k.eq_ignore_ascii_case("transfer-encoding") && v.contains("chunked"))
+}
+
+/// The next chunk of a chunked body; `None` after the last one (or when the connection
+/// ended).
+fn read_chunk(reader: &mut BufReader<TcpStream>) -> Option<Vec<u8>> {
+    let mut size = String::new();
+    if reader.read_line(&mut size).unwrap_or(0) == 0 {
+        return None;
+    }
+    let n = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
+    if n == 0 {
+        return None;
+    }
+    let mut chunk = vec![0; n];
+    reader.read_exact(&mut chunk).unwrap();
+    let mut crlf = String::new();
+    reader.read_line(&mut crlf).unwrap();
+    Some(chunk)
+}
+
+/// Sends one request; `headers` are added as given. Waits at most `timeout` for the reply.
+pub fn request_with_timeout(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+    timeout: Duration,
+) -> Reply {
+    let (status, headers, mut reader) = send_head(addr, method, path, headers, body, timeout);
     let mut body = Vec::new();
-    if chunked {
-        loop {
-            let mut size = String::new();
-            if reader.read_line(&mut size).unwrap_or(0) == 0 {
-                break;
-            }
-            let n = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
-            if n == 0 {
-                break;
-            }
-            let mut chunk = vec![0; n];
-            reader.read_exact(&mut chunk).unwrap();
+    if is_chunked(&headers) {
+        while let Some(chunk) = read_chunk(&mut reader) {
             body.extend_from_slice(&chunk);
-            let mut crlf = String::new();
-            reader.read_line(&mut crlf).unwrap();
         }
     } else {
         let _ = reader.read_to_end(&mut body);
@@ -129,6 +152,86 @@ pub fn request_with_timeout(
         status,
         headers,
         body,
+    }
+}
+
+/// A response read as it arrives, for SSE: the status and headers at once, then one event
+/// at a time, so a test can act on an event (the snapshot, an update) while the stream is
+/// still open.
+pub struct EventStream {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    reader: BufReader<TcpStream>,
+    chunked: bool,
+    /// Body bytes read but not yet taken as events.
+    pending: Vec<u8>,
+    ended: bool,
+}
+
+impl EventStream {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// The next event's `data:` payload as JSON, waiting for it (at most the stream's read
+    /// timeout); `None` once the stream has ended. Keep-alive comments are skipped.
+    pub fn next_event(&mut self) -> Option<Value> {
+        loop {
+            if let Some(end) = self.pending.windows(2).position(|w| w == b"\n\n") {
+                let frame: Vec<u8> = self.pending.drain(..end + 2).collect();
+                let frame = String::from_utf8(frame).expect("an SSE frame is UTF-8");
+                match frame.lines().find_map(|l| l.strip_prefix("data: ")) {
+                    Some(data) => return Some(serde_json::from_str(data).unwrap()),
+                    None => continue,
+                }
+            }
+            if self.ended {
+                assert!(
+                    self.pending.iter().all(u8::is_ascii_whitespace),
+                    "the stream ended inside a frame: {}",
+                    String::from_utf8_lossy(&self.pending)
+                );
+                return None;
+            }
+            if self.chunked {
+                match read_chunk(&mut self.reader) {
+                    Some(chunk) => self.pending.extend_from_slice(&chunk),
+                    None => self.ended = true,
+                }
+            } else {
+                let _ = self.reader.read_to_end(&mut self.pending);
+                self.ended = true;
+            }
+        }
+    }
+
+    /// Every event still to come, until the stream ends.
+    pub fn rest(mut self) -> Vec<Value> {
+        std::iter::from_fn(|| self.next_event()).collect()
+    }
+}
+
+/// Sends one request and returns its response as an [`EventStream`]; each read waits at
+/// most `timeout`.
+pub fn open_stream(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+    timeout: Duration,
+) -> EventStream {
+    let (status, headers, reader) = send_head(addr, method, path, headers, body, timeout);
+    EventStream {
+        status,
+        chunked: is_chunked(&headers),
+        headers,
+        reader,
+        pending: Vec::new(),
+        ended: false,
     }
 }
 

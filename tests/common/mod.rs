@@ -6,9 +6,11 @@ pub mod server;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{mpsc, Arc};
+use std::time::{Duration, Instant};
 
 use a2a_task_plane::clock::ManualClock;
+use a2a_task_plane::events::Activity;
 use a2a_task_plane::plane::{Activation, PlaneOptions, TaskPlane};
 use a2a_task_plane::record::{MessageRecord, PartRecord, Role};
 
@@ -146,4 +148,40 @@ pub fn deliver_question(
     };
     let response = response_id.to_string();
     plane.deliver(request, None, move || Ok(response)).unwrap();
+}
+
+/// How long a test waits for an event (or a condition) before it fails.
+pub const WAIT_LIMIT: Duration = Duration::from_secs(20);
+
+/// The next activity on `activity` (the plane's report of every Task's arrivals and status
+/// changes, from [`a2a_task_plane::events::EventBus::watch_activity`]) that `matches`,
+/// waiting for it as it happens; fails the test naming `what` after [`WAIT_LIMIT`].
+pub fn wait_for_activity(
+    activity: &mpsc::Receiver<Activity>,
+    what: &str,
+    mut matches: impl FnMut(&Activity) -> bool,
+) -> Activity {
+    let deadline = Instant::now() + WAIT_LIMIT;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match activity.recv_timeout(left) {
+            Ok(a) if matches(&a) => return a,
+            Ok(_) => {}
+            Err(e) => panic!("no activity showed {what} within {WAIT_LIMIT:?} ({e})"),
+        }
+    }
+}
+
+/// Polls `condition` until it holds; fails the test naming `what` after [`WAIT_LIMIT`].
+/// Only for a condition no event announces (say which at the call site): everything else
+/// waits on its event.
+pub fn wait_until(what: &str, mut condition: impl FnMut() -> bool) {
+    let deadline = Instant::now() + WAIT_LIMIT;
+    while !condition() {
+        assert!(
+            Instant::now() < deadline,
+            "{what} did not happen within {WAIT_LIMIT:?}"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
 }

@@ -1,0 +1,116 @@
+//! A Task's live updates for a caller: waiting for a Task to settle (a blocking
+//! `message:send`), and the SSE stream of `message:stream` and `tasks/{id}:subscribe` —
+//! the snapshot first, then each update from the Task's broadcast (`events.rs`) as it is
+//! committed, until the Task settles, the client leaves, or the listener shuts down.
+//!
+//! Framing, the per-stream backlog and the write deadline are `sse.rs`'s; what a frame
+//! carries is `project.rs`'s.
+
+use std::time::Duration;
+
+use hyper::Response;
+
+use super::conn::StreamGuard;
+use super::error::ApiError;
+use super::project::{event_frame, project_task, read_task};
+use super::{sse, Body, Ctx};
+use crate::wire::{stream_response, StreamResponse};
+
+/// SSE keep-alive interval.
+const KEEP_ALIVE: Duration = Duration::from_secs(15);
+
+fn settled(state: crate::record::TaskState) -> bool {
+    state.is_terminal() || state.is_interrupted()
+}
+
+/// Waits until the Task is terminal or interrupted, `timeout` passes, or the listener
+/// shuts down — whichever comes first.
+pub async fn wait_settled(ctx: &Ctx, task_id: &str, timeout: Duration) -> Result<(), ApiError> {
+    let mut updates = ctx.shared.plane.events().subscribe(task_id);
+    if settled(read_task(ctx, task_id, Some(0)).await?.state) {
+        return Ok(());
+    }
+    let deadline = tokio::time::Instant::now() + timeout;
+    let mut shutdown = ctx.shared.shutdown.clone();
+    loop {
+        tokio::select! {
+            update = updates.recv() => match update {
+                Ok(event) if event.state().is_some_and(settled) => return Ok(()),
+                Ok(_) => {}
+                Err(_) => return Ok(()), // fell behind: the snapshot read next tells the truth
+            },
+            _ = tokio::time::sleep_until(deadline) => return Ok(()),
+            _ = shutdown.changed() => return Ok(()),
+        }
+    }
+}
+
+/// Streams a Task: its snapshot first, then live updates, until an update settles it
+/// (terminal or interrupted), the client leaves, or the listener shuts down. With
+/// `close_if_settled`, a snapshot that is settled already ends the stream at once.
+pub async fn stream_updates(
+    ctx: Ctx,
+    slot: StreamGuard,
+    task_id: String,
+    history_length: Option<u32>,
+    close_if_settled: bool,
+) -> Result<Response<Body>, ApiError> {
+    // Subscribe before reading the snapshot, so no update falls between the two.
+    let mut updates = ctx.shared.plane.events().subscribe(&task_id);
+    let record = read_task(&ctx, &task_id, history_length).await?;
+    let (response, events) = sse::response(&ctx.extensions, slot, ctx.write_timeout());
+    // A terminal snapshot always ends the stream (nothing more can happen), even when the
+    // Task settled between the caller's checks and this read.
+    let ends_now = record.state.is_terminal() || (close_if_settled && settled(record.state));
+    // Encoded here, so the stream keeps neither the record nor its wire copy: only the
+    // bytes, until the client has taken them.
+    let first = sse::frame(&StreamResponse {
+        payload: Some(stream_response::Payload::Task(project_task(&ctx, &record))),
+    });
+    drop(record);
+    let mut shutdown = ctx.shared.shutdown.clone();
+    tokio::spawn(async move {
+        if !events.push(first).await || ends_now {
+            return;
+        }
+        loop {
+            tokio::select! {
+                update = updates.recv() => {
+                    let Ok(event) = update else { return };
+                    let ends = event.state().is_some_and(settled);
+                    // Only the encoded bytes wait for a slow client.
+                    let frame = sse::frame(&event_frame(&ctx, &event));
+                    drop(event);
+                    // A stalled client must not hold up shutdown.
+                    let sent = tokio::select! {
+                        sent = events.push(frame) => sent,
+                        _ = shutdown.changed() => false,
+                    };
+                    if !sent || ends {
+                        return;
+                    }
+                }
+                _ = shutdown.changed() => return,
+                // The connection ended: let go of the subscription and the request now.
+                _ = events.closed() => return,
+                _ = tokio::time::sleep(KEEP_ALIVE) => {
+                    if !events.keep_alive().await {
+                        return;
+                    }
+                }
+            }
+        }
+    });
+    Ok(response)
+}
+
+/// `message:stream` after acceptance (`slot` was taken before intake, so an accepted
+/// message is never refused for want of a stream).
+pub async fn stream_task(
+    ctx: Ctx,
+    slot: StreamGuard,
+    task_id: String,
+    history_length: Option<u32>,
+) -> Result<Response<Body>, ApiError> {
+    stream_updates(ctx, slot, task_id, history_length, true).await
+}

@@ -1,0 +1,220 @@
+//! `POST /message:send`: blocking and non-blocking sends, continuation by explicit `taskId`,
+//! direct Messages, duplicates, foreign contexts, and the checks on what a send carries.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use a2a_task_plane::http::AlwaysTask;
+use serde_json::json;
+
+use crate::common::server::*;
+
+#[test]
+fn blocking_send_returns_the_settled_task_with_its_artifacts() {
+    let server = Server::start();
+    let reply = server.send(ALICE, "m-1", "summarise", json!({}));
+    assert_eq!(
+        reply.status,
+        200,
+        "{}",
+        String::from_utf8_lossy(&reply.body)
+    );
+    assert_eq!(reply.header("content-type"), Some("application/json"));
+    let task = &reply.json()["task"];
+    assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED");
+    assert_eq!(task["artifacts"][0]["parts"][0]["text"], "echo: summarise");
+    assert_eq!(task["history"][0]["parts"][0]["text"], "summarise");
+    assert_eq!(task["history"][0]["taskId"], task["id"]);
+    assert!(task["contextId"].as_str().is_some_and(|c| !c.is_empty()));
+    // historyLength limits what comes back.
+    let short = server.call(
+        "POST",
+        "/message:send",
+        Some(ALICE),
+        Some(json!({"message": {"messageId": "m-2", "role": "ROLE_USER", "parts": [{"text": "x"}]}, "configuration": {"historyLength": 1}})),
+    );
+    assert_eq!(short.json()["task"]["history"].as_array().unwrap().len(), 1);
+    assert_eq!(short.json()["task"]["history"][0]["role"], "ROLE_AGENT");
+}
+
+#[test]
+fn return_immediately_answers_right_after_acceptance_and_a_blocking_send_is_bounded() {
+    let server = Server::start_with(Arc::new(AlwaysTask), |c| c.blocking_timeout_ms = 300);
+    let quick = server.call(
+        "POST",
+        "/message:send",
+        Some(ALICE),
+        Some(json!({"message": {"messageId": "m-1", "role": "ROLE_USER", "parts": [{"text": "hold"}]}, "configuration": {"returnImmediately": true}})),
+    );
+    assert_eq!(
+        quick.json()["task"]["status"]["state"],
+        "TASK_STATE_SUBMITTED"
+    );
+    let started = std::time::Instant::now();
+    let bounded = server.send(ALICE, "m-2", "work", json!({}));
+    assert_eq!(
+        bounded.json()["task"]["status"]["state"],
+        "TASK_STATE_WORKING",
+        "the current snapshot at the timeout"
+    );
+    assert!(started.elapsed() < Duration::from_secs(4));
+}
+
+#[test]
+fn interrupted_states_settle_a_blocking_send_and_an_explicit_task_id_continues_it() {
+    let server = Server::start();
+    let asked = server.send(ALICE, "m-1", "ask", json!({}));
+    let task = asked.json()["task"].clone();
+    assert_eq!(task["status"]["state"], "TASK_STATE_INPUT_REQUIRED");
+    assert_eq!(task["status"]["message"]["parts"][0]["text"], "which one?");
+    let task_id = task["id"].as_str().unwrap();
+    let answered = server.send(
+        ALICE,
+        "m-2",
+        "the blue one",
+        json!({"taskId": task_id, "contextId": task["contextId"]}),
+    );
+    assert_eq!(
+        answered.status,
+        200,
+        "{}",
+        String::from_utf8_lossy(&answered.body)
+    );
+    let done = answered.json()["task"].clone();
+    assert_eq!(done["id"], task_id);
+    assert_eq!(done["status"]["state"], "TASK_STATE_COMPLETED");
+    assert_eq!(
+        done["history"].as_array().unwrap().len(),
+        4,
+        "ask, question, answer, final message"
+    );
+    // A terminal Task cannot be continued.
+    let late = server.send(ALICE, "m-3", "more", json!({"taskId": task_id}));
+    assert_eq!(
+        (late.status, late.reason().as_str()),
+        (400, "UNSUPPORTED_OPERATION")
+    );
+    // AUTH_REQUIRED settles too.
+    let auth = server.send(ALICE, "m-4", "auth", json!({}));
+    assert_eq!(
+        auth.json()["task"]["status"]["state"],
+        "TASK_STATE_AUTH_REQUIRED"
+    );
+}
+
+#[test]
+fn a_simple_interaction_returns_a_direct_message_and_a_duplicate_returns_the_prior_direct_result() {
+    let server = Server::start_with(Arc::new(Direct), |_| {});
+    let first = server.send(ALICE, "p-1", "ping", json!({}));
+    let message = first.json()["message"].clone();
+    assert_eq!(message["role"], "ROLE_AGENT");
+    assert!(message["parts"][0]["text"]
+        .as_str()
+        .unwrap()
+        .starts_with("pong "));
+    assert!(message.get("taskId").is_none(), "no Task exists");
+    let again = server.send(ALICE, "p-1", "ping", json!({}));
+    assert_eq!(
+        again.json()["message"],
+        message,
+        "the prior direct result, verbatim"
+    );
+    let list = server.call("GET", "/tasks", Some(ALICE), None).json();
+    assert_eq!(list["totalSize"], 0);
+}
+
+#[test]
+fn a_duplicate_message_id_returns_the_prior_task_or_409_for_another_payload() {
+    let server = Server::start();
+    let first = server.send(ALICE, "m-1", "hello", json!({}));
+    let again = server.send(ALICE, "m-1", "hello", json!({}));
+    assert_eq!(again.json()["task"]["id"], first.json()["task"]["id"]);
+    let conflict = server.send(ALICE, "m-1", "something else", json!({}));
+    assert_eq!(
+        (conflict.status, conflict.reason().as_str()),
+        (409, "DUPLICATE_MESSAGE_ID")
+    );
+    // The same id from another principal is another message.
+    let bob = server.send(BOB, "m-1", "hello", json!({}));
+    assert_ne!(bob.json()["task"]["id"], first.json()["task"]["id"]);
+}
+
+#[test]
+fn a_foreign_context_id_does_not_join_local_work_over_http() {
+    let server = Server::start();
+    let alice = server.send(ALICE, "m-1", "hello", json!({})).json()["task"].clone();
+    let bob = server
+        .send(
+            BOB,
+            "b-1",
+            "hello",
+            json!({"contextId": alice["contextId"]}),
+        )
+        .json()["task"]
+        .clone();
+    assert_ne!(bob["contextId"], alice["contextId"]);
+    let own = server
+        .send(
+            ALICE,
+            "m-2",
+            "again",
+            json!({"contextId": alice["contextId"]}),
+        )
+        .json()["task"]
+        .clone();
+    assert_eq!(own["contextId"], alice["contextId"]);
+}
+
+#[test]
+fn a_structured_answer_that_misses_the_requested_schema_is_a_400_naming_the_field() {
+    let server = Server::start();
+    let asked = server.send(ALICE, "m-1", "elicit", json!({})).json()["task"].clone();
+    assert_eq!(asked["status"]["state"], "TASK_STATE_INPUT_REQUIRED");
+    let id = asked["id"].as_str().unwrap();
+    let wrong = server.call(
+        "POST",
+        "/message:send",
+        Some(ALICE),
+        Some(json!({"message": {"messageId": "m-2", "role": "ROLE_USER", "taskId": id, "parts": [{"data": {"action": "accept", "content": {"color": "green"}}}]}})),
+    );
+    assert_eq!(
+        (wrong.status, wrong.reason().as_str()),
+        (400, "INVALID_ARGUMENT")
+    );
+    assert_eq!(
+        wrong.json()["error"]["details"][1]["fieldViolations"][0]["field"],
+        "message.parts[0].data.content.color"
+    );
+    let still = server
+        .call("GET", &format!("/tasks/{id}"), Some(ALICE), None)
+        .json();
+    assert_eq!(
+        still["status"]["state"], "TASK_STATE_INPUT_REQUIRED",
+        "the Task is still waiting"
+    );
+    let right = server.call(
+        "POST",
+        "/message:send",
+        Some(ALICE),
+        Some(json!({"message": {"messageId": "m-3", "role": "ROLE_USER", "taskId": id, "parts": [{"data": {"action": "accept", "content": {"color": "blue"}}}]}})),
+    );
+    assert_eq!(
+        right.json()["task"]["status"]["state"],
+        "TASK_STATE_COMPLETED"
+    );
+}
+
+#[test]
+fn a_requested_context_id_is_bounded_like_every_identifier() {
+    let server = Server::start();
+    let long = "c".repeat(4000);
+    let reply = server.send(ALICE, "m-long-context", "x", json!({"contextId": long}));
+    assert_eq!(
+        (reply.status, reply.reason().as_str()),
+        (400, "INVALID_ARGUMENT")
+    );
+    assert_eq!(
+        reply.json()["error"]["details"][1]["fieldViolations"][0]["field"],
+        "message.contextId"
+    );
+}

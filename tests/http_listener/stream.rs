@@ -1,0 +1,59 @@
+//! `POST /message:stream`: the Task, then its live updates, until it settles; a direct
+//! Message is one event.
+
+use std::sync::Arc;
+
+use serde_json::json;
+
+use crate::common::server::*;
+
+#[test]
+fn message_stream_sends_the_task_then_live_updates_and_closes_when_settled() {
+    let server = Server::start();
+    let body =
+        json!({"message": {"messageId": "s-1", "role": "ROLE_USER", "parts": [{"text": "gated"}]}});
+    let mut stream = server.stream("POST", "/message:stream", ALICE, Some(body));
+    assert_eq!(stream.status, 200);
+    assert_eq!(stream.header("content-type"), Some("text/event-stream"));
+    let first = stream.next_event().expect("the Task first");
+    assert_eq!(
+        first["task"]["status"]["state"], "TASK_STATE_SUBMITTED",
+        "{first}"
+    );
+    // The agent works the Task only once the client holds its snapshot.
+    server.open_gate();
+    let events: Vec<_> = std::iter::once(first).chain(stream.rest()).collect();
+    let kinds: Vec<String> = events[1..]
+        .iter()
+        .map(|e| match (e.get("statusUpdate"), e.get("artifactUpdate")) {
+            (Some(s), _) => s["status"]["state"].as_str().unwrap().to_string(),
+            (_, Some(a)) => format!("artifact:{}", a["artifact"]["name"].as_str().unwrap()),
+            _ => panic!("unexpected frame {e}"),
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "TASK_STATE_WORKING",
+            "artifact:progress",
+            "artifact:answer",
+            "TASK_STATE_COMPLETED"
+        ]
+    );
+    let task_id = events[0]["task"]["id"].clone();
+    assert!(events[1..]
+        .iter()
+        .all(|e| e.as_object().unwrap().values().next().unwrap()["taskId"] == task_id));
+}
+
+#[test]
+fn message_stream_of_a_direct_message_is_one_event() {
+    let server = Server::start_with(Arc::new(Direct), |_| {});
+    let body =
+        json!({"message": {"messageId": "s-1", "role": "ROLE_USER", "parts": [{"text": "ping"}]}});
+    let events = server
+        .call("POST", "/message:stream", Some(ALICE), Some(body))
+        .events();
+    assert_eq!(events.len(), 1);
+    assert_eq!(events[0]["message"]["role"], "ROLE_AGENT");
+}
