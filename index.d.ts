@@ -136,6 +136,18 @@ export declare class StoreInspector {
  */
 export declare class TaskPlane {
   /**
+   * Starts a delivery. Concurrent calls for the same delivery id wait for each other and
+   * share one outcome. `canLookUp`: you have the source's reconciler for `lookup`.
+   */
+  beginDelivery(request: DeliveryInput, canLookUp?: boolean | undefined | null): Promise<DeliveryStep>
+  /**
+   * The reconciler's answer after `lookup`: `{providerResponseId}` found, `{}` not
+   * found (send now), `{error}` the lookup failed (ambiguous).
+   */
+  resolveLookup(request: DeliveryInput, providerResponseId?: string | undefined | null, error?: string | undefined | null): Promise<DeliveryStep>
+  /** Records how the mutation went (after `send`) and releases the delivery id. */
+  finishDelivery(request: DeliveryInput, result: SendResult): Promise<DeliveryResult>
+  /**
    * Opens the store at `root` (default: `defaultStoreRoot()`), takes its lock, and runs
    * startup recovery and compaction.
    */
@@ -211,18 +223,6 @@ export declare class TaskPlane {
   checkpoint(principal: string, source: string): Promise<string | null>
   /** Advances a source's cursor once every event it selected has been accepted. */
   advanceCheckpoint(principal: string, source: string, cursor: string, eventIds: Array<string>): Promise<void>
-  /**
-   * Starts a delivery. Concurrent calls for the same delivery id wait for each other and
-   * share one outcome. `canLookUp`: you have the source's reconciler for `lookup`.
-   */
-  beginDelivery(request: DeliveryInput, canLookUp?: boolean | undefined | null): Promise<DeliveryStep>
-  /**
-   * The reconciler's answer after `lookup`: `{providerResponseId}` found, `{}` not
-   * found (send now), `{error}` the lookup failed (ambiguous).
-   */
-  resolveLookup(request: DeliveryInput, providerResponseId?: string | undefined | null, error?: string | undefined | null): Promise<DeliveryStep>
-  /** Records how the mutation went (after `send`) and releases the delivery id. */
-  finishDelivery(request: DeliveryInput, result: SendResult): Promise<DeliveryResult>
   /**
    * The next Task accepted since the plane opened (created or continued), or `null` when
    * none arrives within `timeoutMs` (default 1000) or the plane is closed.

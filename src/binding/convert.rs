@@ -1,0 +1,242 @@
+//! JS values ↔ the plane's records: inbound and agent-side messages and artifacts, task
+//! views, and the wire helpers exported as functions. Conversions only.
+
+use std::collections::{BTreeMap, HashMap};
+
+use napi::{Error, Result, Status};
+use napi_derive::napi;
+use serde_json::Value;
+
+use super::invalid_arg;
+use crate::plane;
+use crate::record::{ArtifactRecord, MessageRecord, Role, TaskState};
+use crate::wire;
+
+/// A state named as on the wire (`TASK_STATE_WORKING`) or as stored (`working`).
+pub(super) fn parse_state_name(name: &str) -> Result<TaskState> {
+    let wire_name = name.trim();
+    if let Some(state) =
+        wire::TaskState::from_str_name(wire_name).and_then(wire::convert::state_from_wire)
+    {
+        return Ok(state);
+    }
+    TaskState::parse(&wire_name.to_ascii_lowercase()).ok_or_else(|| {
+        let names: Vec<&str> = TaskState::ALL.iter().map(|s| s.as_str()).collect();
+        invalid_arg(format!(
+            "invalid `state`: `{name}`; use one of {}",
+            names.join(", ")
+        ))
+    })
+}
+
+/// The A2A protocol version the task plane serves (`"1.0"`).
+#[napi(catch_unwind)]
+pub fn protocol_version() -> String {
+    wire::PROTOCOL_VERSION.to_string()
+}
+
+/// Parses an A2A `Message` in ProtoJSON, checks its REQUIRED members, and returns it
+/// re-encoded in canonical ProtoJSON (camelCase, defaults omitted). Throws an error that
+/// names the offending field when the text is not a valid Message.
+#[napi(catch_unwind)]
+pub fn normalize_message(json: String) -> Result<String> {
+    let message: wire::Message =
+        wire::json::decode("Message", json.as_bytes()).map_err(invalid_arg)?;
+    Ok(wire::json::encode(&message))
+}
+
+/// Same as `normalizeMessage` for a `SendMessageRequest` (the body of `message:send`).
+#[napi(catch_unwind)]
+pub fn normalize_send_message_request(json: String) -> Result<String> {
+    let request: wire::SendMessageRequest =
+        wire::json::decode("SendMessageRequest", json.as_bytes()).map_err(invalid_arg)?;
+    Ok(wire::json::encode(&request))
+}
+
+/// The durable outcome of an intake, returned only after it is committed.
+#[napi(object)]
+pub struct Acceptance {
+    pub activation_id: String,
+    /// Absent for a direct Message outcome.
+    pub task_id: Option<String>,
+    pub context_id: String,
+    /// `created`, `continued` or `duplicate`.
+    pub disposition: String,
+    /// The Task's current state as an A2A name (`TASK_STATE_SUBMITTED`, ...).
+    pub state: Option<String>,
+    /// The direct Message outcome (an A2A Message), verbatim.
+    pub direct_reply: Option<Value>,
+}
+
+impl From<plane::Acceptance> for Acceptance {
+    fn from(a: plane::Acceptance) -> Self {
+        let direct_reply = a.direct_reply.as_ref().map(|m| {
+            serde_json::to_value(wire::convert::message_to_wire(m, &a.context_id, None))
+                .unwrap_or(Value::Null)
+        });
+        Acceptance {
+            activation_id: a.activation_id,
+            task_id: a.task_id,
+            context_id: a.context_id,
+            disposition: a.disposition.as_str().to_string(),
+            state: a
+                .state
+                .map(|s| wire::convert::state_to_wire(s).as_str_name().to_string()),
+            direct_reply,
+        }
+    }
+}
+
+/// A native provider event for `accept` / `continue`.
+#[napi(object)]
+pub struct ActivationInput {
+    /// The authenticated intake principal.
+    pub principal: String,
+    /// The registered source.
+    pub source: String,
+    /// The source's event identity (the idempotency key, scoped to the principal).
+    pub event_id: String,
+    /// The source's Conversation fields as one identifier; absent gives a fresh context.
+    pub conversation_key: Option<String>,
+    /// The provider id of the message this event directly replies to.
+    pub reply_to: Option<String>,
+    /// The exact provider object: identifier keys, opaque values of 1..4096 characters.
+    pub locator: Option<HashMap<String, String>>,
+    /// The content, as an A2A `Message` object (role `ROLE_USER`).
+    pub message: Value,
+}
+
+pub(super) fn inbound_message(
+    value: Value,
+) -> Result<(MessageRecord, Option<String>, Option<String>)> {
+    let message: wire::Message = wire::json::decode_value("Message", value).map_err(invalid_arg)?;
+    let (record, context_id, task_id) = wire::convert::message_from_wire(message).map_err(|e| {
+        invalid_arg(format!(
+            "invalid Message: field `{}`: {}",
+            e.field, e.message
+        ))
+    })?;
+    if record.role != Role::User {
+        return Err(invalid_arg(
+            "invalid Message: field `role`: an inbound message is ROLE_USER",
+        ));
+    }
+    Ok((record, context_id, task_id))
+}
+
+pub(super) fn activation(input: ActivationInput) -> Result<plane::Activation> {
+    let (message, _, _) = inbound_message(input.message)?;
+    Ok(plane::Activation {
+        principal: input.principal,
+        source: input.source,
+        event_id: input.event_id,
+        conversation_key: input.conversation_key,
+        reply_to: input.reply_to,
+        locator: input
+            .locator
+            .unwrap_or_default()
+            .into_iter()
+            .collect::<BTreeMap<_, _>>(),
+        message,
+    })
+}
+
+/// An agent-side message (`ROLE_AGENT`); a missing `messageId` is minted.
+pub(super) fn agent_message(mut value: Value) -> Result<MessageRecord> {
+    if let Value::Object(map) = &mut value {
+        map.entry("messageId")
+            .or_insert_with(|| Value::String(crate::ids::mint()));
+        map.entry("role")
+            .or_insert_with(|| Value::String("ROLE_AGENT".into()));
+    }
+    let message: wire::Message = wire::json::decode_value("Message", value).map_err(invalid_arg)?;
+    let (record, _, _) = wire::convert::message_from_wire(message).map_err(|e| {
+        invalid_arg(format!(
+            "invalid Message: field `{}`: {}",
+            e.field, e.message
+        ))
+    })?;
+    if record.role != Role::Agent {
+        return Err(invalid_arg(
+            "invalid Message: field `role`: the agent's messages are ROLE_AGENT",
+        ));
+    }
+    Ok(record)
+}
+
+/// An agent-side artifact; a missing `artifactId` is minted.
+pub(super) fn agent_artifact(mut value: Value) -> Result<ArtifactRecord> {
+    if let Value::Object(map) = &mut value {
+        map.entry("artifactId")
+            .or_insert_with(|| Value::String(crate::ids::mint()));
+    }
+    let artifact: wire::Artifact =
+        wire::json::decode_value("Artifact", value).map_err(invalid_arg)?;
+    wire::convert::artifact_from_wire(artifact).map_err(|e| {
+        invalid_arg(format!(
+            "invalid Artifact: field `{}`: {}",
+            e.field, e.message
+        ))
+    })
+}
+
+/// A Task that was accepted and waits for the agent.
+#[napi(object)]
+pub struct AcceptedTask {
+    pub activation_id: String,
+    pub task_id: String,
+    pub context_id: String,
+}
+
+/// One Task in the operator's view (`recentTasks`).
+#[napi(object)]
+pub struct TaskSummary {
+    pub task_id: String,
+    pub principal: String,
+    pub context_id: String,
+    pub source: String,
+    /// `TASK_STATE_WORKING`, ...
+    pub state: String,
+    /// When the status last changed (Unix ms).
+    pub status_ms: f64,
+    pub created_ms: f64,
+}
+
+impl From<plane::TaskSummary> for TaskSummary {
+    fn from(t: plane::TaskSummary) -> Self {
+        TaskSummary {
+            task_id: t.task_id,
+            principal: t.principal,
+            context_id: t.context_id,
+            source: t.source,
+            state: wire::convert::state_to_wire(t.state)
+                .as_str_name()
+                .to_string(),
+            status_ms: t.status_ms as f64,
+            created_ms: t.created_ms as f64,
+        }
+    }
+}
+
+/// One Task with its owner, for the operator (`inspectTask`).
+#[napi(object)]
+pub struct InspectedTask {
+    pub principal: String,
+    pub source: String,
+    /// The A2A Task (all history and artifacts).
+    pub task: Value,
+}
+
+impl TryFrom<crate::record::TaskRecord> for InspectedTask {
+    type Error = Error;
+
+    fn try_from(task: crate::record::TaskRecord) -> Result<Self> {
+        let wire_task = serde_json::to_value(wire::convert::task_to_wire(&task))
+            .map_err(|e| Error::new(Status::GenericFailure, e.to_string()))?;
+        Ok(InspectedTask {
+            principal: task.principal,
+            source: task.source,
+            task: wire_task,
+        })
+    }
+}

@@ -1,0 +1,129 @@
+//! The Node addon surface. Conversions only: every rule lives in the plain Rust modules.
+//! Nothing here is a static: whatever the addon opens is owned by a handle JS holds and
+//! closed by its `close()`.
+//!
+//! Calls that write return Promises computed on the libuv thread pool, so an fsync never
+//! blocks the JS thread; a panic there becomes a rejected Promise, never an abort.
+//!
+//! One module per class, and the helpers they share here:
+//!
+//! - [`plane`]: `TaskPlane` (intake, reads, the operator's views, checkpoints, evidence).
+//! - [`delivery`]: `TaskPlane`'s outbound delivery calls and their inputs and results.
+//! - [`bridge`]: `AgentBridge`, the resident agent's wake queue and its four tools.
+//! - [`inspector`]: `StoreInspector`, the operator's read-only view of a root.
+//! - [`listener`]: `A2AListener` and its options.
+//! - [`logging`]: the process's log sink and startup warnings.
+//! - [`convert`]: JS values ↔ the plane's records (messages, artifacts, task views).
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+use napi::bindgen_prelude::{AsyncTask, PromiseRaw, ToNapiValue, TypeName, ValueType};
+use napi::sys;
+use napi::{Env, Error, Result, Status, Task};
+use serde_json::Value;
+
+use crate::plane::PlaneError;
+
+mod bridge;
+mod convert;
+mod delivery;
+mod inspector;
+mod listener;
+mod logging;
+mod plane;
+
+fn invalid_arg(err: impl std::fmt::Display) -> Error {
+    Error::new(Status::InvalidArg, err.to_string())
+}
+
+fn plane_error(err: PlaneError) -> Error {
+    let status = match err {
+        PlaneError::Store(_) => Status::GenericFailure,
+        _ => Status::InvalidArg,
+    };
+    Error::new(status, err.to_string())
+}
+
+/// A JSON value handed to JS as a plain object (an A2A document).
+pub struct Json(pub Value);
+
+impl TypeName for Json {
+    fn type_name() -> &'static str {
+        "Record<string, unknown>"
+    }
+
+    fn value_type() -> ValueType {
+        ValueType::Object
+    }
+}
+
+impl ToNapiValue for Json {
+    unsafe fn to_napi_value(env: sys::napi_env, val: Self) -> Result<sys::napi_value> {
+        // SAFETY: forwarded unchanged to serde_json::Value's conversion, with the env napi
+        // gave us.
+        unsafe { Value::to_napi_value(env, val.0) }
+    }
+}
+
+/// Runs `work`, turning a panic into an error (no Rust panic may cross into Node).
+fn guarded<T>(work: impl FnOnce() -> Result<T>) -> Result<T> {
+    catch_unwind(AssertUnwindSafe(work)).unwrap_or_else(|panic| {
+        let what = panic
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_else(|| "unknown panic".into());
+        Err(Error::new(
+            Status::GenericFailure,
+            format!("task-plane internal error: {what}"),
+        ))
+    })
+}
+
+/// Runs blocking `work` that may wait long (a lease) on the addon's runtime's blocking
+/// pool, so none of libuv's four pool threads (shared with Node's fs, dns and crypto) waits.
+fn off_libuv_pool<'env, T: ToNapiValue + Send + 'static>(
+    env: &'env Env,
+    work: impl FnOnce() -> Result<T> + Send + 'static,
+) -> Result<PromiseRaw<'env, T>> {
+    env.spawn_future(async move {
+        napi::bindgen_prelude::spawn_blocking(move || guarded(work))
+            .await
+            .unwrap_or_else(|e| {
+                Err(Error::new(
+                    Status::GenericFailure,
+                    format!("task-plane internal error: {e}"),
+                ))
+            })
+    })
+}
+
+/// Runs one plane call on the libuv thread pool.
+pub struct PlaneCall<T> {
+    work: Option<Box<dyn FnOnce() -> Result<T> + Send>>,
+}
+
+impl<T: ToNapiValue + TypeName + Send + 'static> PlaneCall<T> {
+    fn new(work: impl FnOnce() -> Result<T> + Send + 'static) -> AsyncTask<Self> {
+        AsyncTask::new(PlaneCall {
+            work: Some(Box::new(work)),
+        })
+    }
+}
+
+impl<T: ToNapiValue + TypeName + Send + 'static> Task for PlaneCall<T> {
+    type Output = T;
+    type JsValue = T;
+
+    fn compute(&mut self) -> Result<T> {
+        let work = self
+            .work
+            .take()
+            .ok_or_else(|| Error::new(Status::GenericFailure, "task-plane call ran twice"))?;
+        guarded(work)
+    }
+
+    fn resolve(&mut self, _env: Env, output: T) -> Result<T> {
+        Ok(output)
+    }
+}

@@ -1,0 +1,530 @@
+//! `TaskPlane`: the durable store of one root, its intake, reads and the operator's views.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+use napi::bindgen_prelude::{AsyncTask, PromiseRaw};
+use napi::{Env, Error, Result, Status};
+use napi_derive::napi;
+use serde_json::Value;
+
+use super::convert::{
+    activation, agent_artifact, agent_message, inbound_message, parse_state_name, Acceptance,
+    AcceptedTask, ActivationInput, InspectedTask, TaskSummary,
+};
+use super::{invalid_arg, plane_error, Json, PlaneCall};
+use crate::config;
+use crate::events::Accepted;
+use crate::plane::{self, InterruptKind, PlaneOptions};
+use crate::record::{Continuation, TaskState};
+use crate::wire;
+
+/// The store root the task plane uses when none is given: `CHANNELS_TASK_STORE_PATH`, else
+/// `${XDG_DATA_HOME:-$HOME/.local/share}/outfitter/channels/task-plane`.
+#[napi(catch_unwind)]
+pub fn default_store_root() -> Result<String> {
+    let root = config::store_root(&config::process_env).map_err(invalid_arg)?;
+    Ok(root.display().to_string())
+}
+
+/// An open task plane: the durable store of one root. Open it in Pi's `session_start`
+/// and close it in `session_shutdown`; a second open of the same root fails until then.
+#[napi]
+pub struct TaskPlane {
+    pub(super) plane: plane::TaskPlane,
+    accepted:
+        std::sync::Arc<tokio::sync::Mutex<Option<tokio::sync::broadcast::Receiver<Accepted>>>>,
+    /// Wakes `nextAccepted` waiters on `close()`.
+    closing: std::sync::Arc<tokio::sync::Notify>,
+}
+
+#[napi]
+impl TaskPlane {
+    /// Opens the store at `root` (default: `defaultStoreRoot()`), takes its lock, and runs
+    /// startup recovery and compaction.
+    #[napi(factory, catch_unwind)]
+    pub fn open(root: Option<String>) -> Result<TaskPlane> {
+        let root = match root {
+            Some(root) => PathBuf::from(root),
+            None => config::store_root(&config::process_env).map_err(invalid_arg)?,
+        };
+        let plane = plane::TaskPlane::open(&root, PlaneOptions::default()).map_err(plane_error)?;
+        let accepted = std::sync::Arc::new(tokio::sync::Mutex::new(Some(
+            plane.events().subscribe_accepted(),
+        )));
+        Ok(TaskPlane {
+            plane,
+            accepted,
+            closing: std::sync::Arc::default(),
+        })
+    }
+
+    /// The store root.
+    #[napi(getter)]
+    pub fn root(&self) -> String {
+        self.plane.root().display().to_string()
+    }
+
+    /// Closes the store and releases the root's lock. Idempotent.
+    #[napi(catch_unwind)]
+    pub fn close(&self) {
+        if let Ok(mut receiver) = self.accepted.try_lock() {
+            receiver.take();
+        }
+        self.plane.close();
+        // After the plane reads as closed: a waiter that missed this sees it.
+        self.closing.notify_waiters();
+    }
+
+    #[napi(getter)]
+    pub fn closed(&self) -> bool {
+        self.plane.is_closed()
+    }
+
+    /// Registers a source and its continuation method: `none`, `reply_anchors` or
+    /// `explicit_task_id`.
+    #[napi(catch_unwind)]
+    pub fn register_source(&self, source: String, continuation: String) -> Result<()> {
+        let continuation = Continuation::parse(&continuation).ok_or_else(|| {
+            invalid_arg(format!(
+                "invalid `continuation`: `{continuation}`; use none, reply_anchors or explicit_task_id"
+            ))
+        })?;
+        self.plane
+            .register_source(&source, continuation)
+            .map_err(plane_error)
+    }
+
+    /// A native provider event that is not a reply: a new Task in its conversation's context.
+    #[napi(ts_return_type = "Promise<Acceptance>")]
+    pub fn accept(
+        &self,
+        activation_input: ActivationInput,
+    ) -> Result<AsyncTask<PlaneCall<Acceptance>>> {
+        let activation = activation(activation_input)?;
+        let plane = self.plane.clone();
+        Ok(PlaneCall::new(move || {
+            plane
+                .accept(activation)
+                .map(Acceptance::from)
+                .map_err(plane_error)
+        }))
+    }
+
+    /// A native provider reply: continues a Task only through a verified reply anchor,
+    /// else new work in the conversation's context.
+    #[napi(js_name = "continue", ts_return_type = "Promise<Acceptance>")]
+    pub fn continue_activation(
+        &self,
+        activation_input: ActivationInput,
+    ) -> Result<AsyncTask<PlaneCall<Acceptance>>> {
+        let activation = activation(activation_input)?;
+        let plane = self.plane.clone();
+        Ok(PlaneCall::new(move || {
+            plane
+                .continue_activation(activation)
+                .map(Acceptance::from)
+                .map_err(plane_error)
+        }))
+    }
+
+    /// An authorized explicit continuation of `taskId` (an A2A `Message` object; its
+    /// `contextId`, if any, must be the Task's).
+    #[napi(ts_return_type = "Promise<Acceptance>")]
+    pub fn continue_task(
+        &self,
+        principal: String,
+        task_id: String,
+        message: Value,
+    ) -> Result<AsyncTask<PlaneCall<Acceptance>>> {
+        let (record, context_id, _) = inbound_message(message)?;
+        let plane = self.plane.clone();
+        Ok(PlaneCall::new(move || {
+            plane
+                .continue_task(
+                    &principal,
+                    &task_id,
+                    context_id.as_deref(),
+                    record,
+                    Vec::new(),
+                )
+                .map(Acceptance::from)
+                .map_err(plane_error)
+        }))
+    }
+
+    /// A2A intake of new work: the message's `contextId` is used only when the principal
+    /// owns it; otherwise the Task gets a fresh context.
+    #[napi(ts_return_type = "Promise<Acceptance>")]
+    pub fn accept_in_context(
+        &self,
+        principal: String,
+        message: Value,
+    ) -> Result<AsyncTask<PlaneCall<Acceptance>>> {
+        let (record, context_id, task_id) = inbound_message(message)?;
+        if task_id.is_some() {
+            return Err(invalid_arg(
+                "invalid Message: field `taskId`: a message naming a Task is a continuation; use continueTask",
+            ));
+        }
+        let plane = self.plane.clone();
+        Ok(PlaneCall::new(move || {
+            plane
+                .accept_in_context(&principal, context_id.as_deref(), record, Vec::new())
+                .map(Acceptance::from)
+                .map_err(plane_error)
+        }))
+    }
+
+    /// Trusted creation of a new Task in an existing context the principal owns.
+    #[napi(ts_return_type = "Promise<Acceptance>")]
+    pub fn create_task(
+        &self,
+        principal: String,
+        context_id: String,
+        message: Value,
+    ) -> Result<AsyncTask<PlaneCall<Acceptance>>> {
+        let (record, _, _) = inbound_message(message)?;
+        let plane = self.plane.clone();
+        Ok(PlaneCall::new(move || {
+            plane
+                .create_task(&principal, &context_id, record)
+                .map(Acceptance::from)
+                .map_err(plane_error)
+        }))
+    }
+
+    /// Records a direct Message outcome (no Task). `reply` is an A2A `Message` with role
+    /// `ROLE_AGENT`; a duplicate returns the first reply verbatim.
+    #[napi(ts_return_type = "Promise<Acceptance>")]
+    pub fn respond_directly(
+        &self,
+        principal: String,
+        message: Value,
+        reply: Value,
+    ) -> Result<AsyncTask<PlaneCall<Acceptance>>> {
+        let (record, context_id, _) = inbound_message(message)?;
+        let reply: wire::Message =
+            wire::json::decode_value("Message", reply).map_err(invalid_arg)?;
+        let (reply, _, _) = wire::convert::message_from_wire(reply).map_err(|e| {
+            invalid_arg(format!("invalid reply: field `{}`: {}", e.field, e.message))
+        })?;
+        let plane = self.plane.clone();
+        Ok(PlaneCall::new(move || {
+            plane
+                .respond_directly(&principal, context_id.as_deref(), record, reply)
+                .map(Acceptance::from)
+                .map_err(plane_error)
+        }))
+    }
+
+    /// The durable Task as an A2A `Task` object, or `null` when the principal has no such
+    /// Task. `historyLength`: absent all, `n` the newest n.
+    #[napi(ts_return_type = "Promise<Record<string, unknown> | null>")]
+    pub fn get_task(
+        &self,
+        principal: String,
+        task_id: String,
+        history_length: Option<u32>,
+    ) -> AsyncTask<PlaneCall<Option<Json>>> {
+        let plane = self.plane.clone();
+        PlaneCall::new(move || {
+            let task = plane
+                .get_task(&principal, &task_id, history_length, true)
+                .map_err(plane_error)?;
+            task.map(|t| serde_json::to_value(wire::convert::task_to_wire(&t)).map(Json))
+                .transpose()
+                .map_err(|e| Error::new(Status::GenericFailure, e.to_string()))
+        })
+    }
+
+    /// The folder of a Task's own Pi session, `<root>/sessions/<taskId>/`, created durably
+    /// (mode 0700, each new folder's parent fsynced) if needed.
+    #[napi(ts_return_type = "Promise<string>")]
+    pub fn session_dir(&self, task_id: String) -> AsyncTask<PlaneCall<String>> {
+        let plane = self.plane.clone();
+        PlaneCall::new(move || {
+            plane
+                .session_dir(&task_id)
+                .map(|p| p.display().to_string())
+                .map_err(plane_error)
+        })
+    }
+
+    /// The Task's Pi session file (the newest `.jsonl` in `sessions/<taskId>/`), if it has
+    /// one.
+    #[napi(catch_unwind)]
+    pub fn session_file(&self, task_id: String) -> Option<String> {
+        plane::session_file(self.plane.root(), &task_id).map(|p| p.display().to_string())
+    }
+
+    /// The operator's view: the newest-status Tasks of every principal (at most `limit`,
+    /// default 20), optionally only those in `state` (`TASK_STATE_WORKING` or `working`).
+    /// Never expose this to callers: it crosses principals.
+    #[napi(ts_return_type = "Promise<TaskSummary[]>")]
+    pub fn recent_tasks(
+        &self,
+        state: Option<String>,
+        limit: Option<u32>,
+    ) -> Result<AsyncTask<PlaneCall<Vec<TaskSummary>>>> {
+        let state = state.map(|s| parse_state_name(&s)).transpose()?;
+        let plane = self.plane.clone();
+        Ok(PlaneCall::new(move || {
+            let filter = plane::SummaryFilter {
+                state,
+                limit: limit.unwrap_or(20),
+                ..Default::default()
+            };
+            Ok(plane
+                .recent_tasks(&filter)
+                .map_err(plane_error)?
+                .into_iter()
+                .map(TaskSummary::from)
+                .collect())
+        }))
+    }
+
+    /// The operator's view of one Task, whoever owns it, or `null`. Never expose this to
+    /// callers: it crosses principals.
+    #[napi(ts_return_type = "Promise<InspectedTask | null>")]
+    pub fn inspect_task(&self, task_id: String) -> AsyncTask<PlaneCall<Option<InspectedTask>>> {
+        let plane = self.plane.clone();
+        PlaneCall::new(move || {
+            plane
+                .task(&task_id, None, true)
+                .map_err(plane_error)?
+                .map(InspectedTask::try_from)
+                .transpose()
+        })
+    }
+
+    /// Records that `providerResponseId` was sent on `source` for the Task's open input
+    /// request, so a direct reply to it can continue the Task.
+    #[napi(ts_return_type = "Promise<void>")]
+    pub fn record_reply_anchor(
+        &self,
+        principal: String,
+        source: String,
+        provider_response_id: String,
+        task_id: String,
+    ) -> AsyncTask<PlaneCall<()>> {
+        let plane = self.plane.clone();
+        PlaneCall::new(move || {
+            plane
+                .record_reply_anchor(&principal, &source, &provider_response_id, &task_id)
+                .map_err(plane_error)
+        })
+    }
+
+    /// Records content-addressed evidence; resolves to its id (`sha256:<hex>`).
+    #[napi(ts_return_type = "Promise<string>")]
+    pub fn record_evidence(
+        &self,
+        kind: String,
+        healthy: bool,
+        task_id: Option<String>,
+        locator: Option<HashMap<String, String>>,
+        content: Value,
+    ) -> AsyncTask<PlaneCall<String>> {
+        let plane = self.plane.clone();
+        PlaneCall::new(move || {
+            let locator = locator.unwrap_or_default().into_iter().collect();
+            plane
+                .record_evidence(&kind, healthy, task_id.as_deref(), &locator, content)
+                .map_err(plane_error)
+        })
+    }
+
+    /// A source's durable cursor for this principal (`null` before the first advance).
+    #[napi(ts_return_type = "Promise<string | null>")]
+    pub fn checkpoint(
+        &self,
+        principal: String,
+        source: String,
+    ) -> AsyncTask<PlaneCall<Option<String>>> {
+        let plane = self.plane.clone();
+        PlaneCall::new(move || plane.checkpoint(&principal, &source).map_err(plane_error))
+    }
+
+    /// Advances a source's cursor once every event it selected has been accepted.
+    #[napi(ts_return_type = "Promise<void>")]
+    pub fn advance_checkpoint(
+        &self,
+        principal: String,
+        source: String,
+        cursor: String,
+        event_ids: Vec<String>,
+    ) -> AsyncTask<PlaneCall<()>> {
+        let plane = self.plane.clone();
+        PlaneCall::new(move || {
+            plane
+                .advance_checkpoint(&principal, &source, &cursor, event_ids)
+                .map_err(plane_error)
+        })
+    }
+
+    // ---- The trusted agent API (drivers of the agent; the Pi bridge adds turn authority) --
+
+    /// The next Task accepted since the plane opened (created or continued), or `null` when
+    /// none arrives within `timeoutMs` (default 1000) or the plane is closed.
+    #[napi(ts_return_type = "Promise<AcceptedTask | null>")]
+    pub fn next_accepted<'env>(
+        &self,
+        env: &'env Env,
+        timeout_ms: Option<u32>,
+    ) -> Result<PromiseRaw<'env, Option<AcceptedTask>>> {
+        let (accepted, closing, plane) = (
+            self.accepted.clone(),
+            self.closing.clone(),
+            self.plane.clone(),
+        );
+        let deadline = tokio::time::Instant::now()
+            + std::time::Duration::from_millis(u64::from(timeout_ms.unwrap_or(1000)));
+        // Awaited on the addon's runtime: no thread waits, nothing polls.
+        env.spawn_future(async move {
+            let closed = closing.notified();
+            tokio::pin!(closed);
+            closed.as_mut().enable();
+            if plane.is_closed() {
+                return Ok(None);
+            }
+            let mut guard = tokio::select! {
+                guard = accepted.lock() => guard,
+                _ = &mut closed => return Ok(None),
+                _ = tokio::time::sleep_until(deadline) => return Ok(None),
+            };
+            let Some(receiver) = guard.as_mut() else {
+                return Ok(None);
+            };
+            loop {
+                tokio::select! {
+                    next = receiver.recv() => match next {
+                        Ok(a) => return Ok(Some(AcceptedTask {
+                            activation_id: a.activation_id,
+                            task_id: a.task_id,
+                            context_id: a.context_id,
+                        })),
+                        Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+                        Err(tokio::sync::broadcast::error::RecvError::Closed) => return Ok(None),
+                    },
+                    _ = &mut closed => return Ok(None),
+                    _ = tokio::time::sleep_until(deadline) => return Ok(None),
+                }
+            }
+        })
+    }
+
+    /// Any Task as an A2A `Task` (agent side: no principal check), or `null`.
+    #[napi(ts_return_type = "Promise<Record<string, unknown> | null>")]
+    pub fn read_task(
+        &self,
+        task_id: String,
+        history_length: Option<u32>,
+    ) -> AsyncTask<PlaneCall<Option<Json>>> {
+        let plane = self.plane.clone();
+        PlaneCall::new(move || {
+            let task = plane
+                .task(&task_id, history_length, true)
+                .map_err(plane_error)?;
+            task.map(|t| serde_json::to_value(wire::convert::task_to_wire(&t)).map(Json))
+                .transpose()
+                .map_err(|e| Error::new(Status::GenericFailure, e.to_string()))
+        })
+    }
+
+    /// SUBMITTED → WORKING.
+    #[napi(ts_return_type = "Promise<void>")]
+    pub fn start_work(&self, task_id: String) -> AsyncTask<PlaneCall<()>> {
+        let plane = self.plane.clone();
+        PlaneCall::new(move || plane.start_work(&task_id).map(|_| ()).map_err(plane_error))
+    }
+
+    /// Records one artifact (an A2A `Artifact`) while the Task is WORKING.
+    #[napi(ts_return_type = "Promise<void>")]
+    pub fn record_artifact(
+        &self,
+        task_id: String,
+        artifact: Value,
+    ) -> Result<AsyncTask<PlaneCall<()>>> {
+        let artifact = agent_artifact(artifact)?;
+        let plane = self.plane.clone();
+        Ok(PlaneCall::new(move || {
+            plane
+                .record_artifact(&task_id, artifact)
+                .map_err(plane_error)
+        }))
+    }
+
+    /// Records `artifacts` in order, then COMPLETED with `message` (an agent Message).
+    #[napi(ts_return_type = "Promise<void>")]
+    pub fn complete(
+        &self,
+        task_id: String,
+        artifacts: Vec<Value>,
+        message: Option<Value>,
+    ) -> Result<AsyncTask<PlaneCall<()>>> {
+        let artifacts = artifacts
+            .into_iter()
+            .map(agent_artifact)
+            .collect::<Result<Vec<_>>>()?;
+        let message = message.map(agent_message).transpose()?;
+        let plane = self.plane.clone();
+        Ok(PlaneCall::new(move || {
+            plane
+                .complete(&task_id, artifacts, message)
+                .map_err(plane_error)
+        }))
+    }
+
+    /// Settles the Task as `rejected` or `failed` with `message` as the reason.
+    #[napi(ts_return_type = "Promise<void>")]
+    pub fn finish(
+        &self,
+        task_id: String,
+        outcome: String,
+        message: Value,
+    ) -> Result<AsyncTask<PlaneCall<()>>> {
+        let state = match outcome.as_str() {
+            "rejected" => TaskState::Rejected,
+            "failed" => TaskState::Failed,
+            other => {
+                return Err(invalid_arg(format!(
+                    "invalid `outcome`: `{other}`; use rejected or failed"
+                )))
+            }
+        };
+        let message = agent_message(message)?;
+        let plane = self.plane.clone();
+        Ok(PlaneCall::new(move || {
+            plane
+                .finish_unsuccessfully(&task_id, state, message)
+                .map_err(plane_error)
+        }))
+    }
+
+    /// Pauses the Task on its caller (`input_required` or `auth_required`) with `message`.
+    #[napi(ts_return_type = "Promise<void>")]
+    pub fn require_input(
+        &self,
+        task_id: String,
+        kind: String,
+        message: Value,
+    ) -> Result<AsyncTask<PlaneCall<()>>> {
+        let kind = match kind.as_str() {
+            "input_required" => InterruptKind::InputRequired,
+            "auth_required" => InterruptKind::AuthRequired,
+            other => {
+                return Err(invalid_arg(format!(
+                    "invalid `kind`: `{other}`; use input_required or auth_required"
+                )))
+            }
+        };
+        let message = agent_message(message)?;
+        let plane = self.plane.clone();
+        Ok(PlaneCall::new(move || {
+            plane
+                .require_input(&task_id, kind, message, None)
+                .map_err(plane_error)
+        }))
+    }
+}
