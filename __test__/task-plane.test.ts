@@ -7,7 +7,7 @@ import { readFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import test from "node:test";
-import { A2AListener, AgentBridge, defaultStoreRoot, TaskPlane } from "../index.js";
+import { A2AListener, AgentBridge, type Continuation, type DeliveryInput, defaultStoreRoot, TaskPlane } from "../index.js";
 
 const tempRoot = () => join(mkdtempSync(join(tmpdir(), "tp-node-")), "store");
 const message = (messageId: string, text: string, extra: Record<string, unknown> = {}) => ({
@@ -65,7 +65,10 @@ test("native sources: conversation contexts, direct replies and checkpoints", as
   const plane = TaskPlane.open(root);
   try {
     plane.registerSource("slack", "none");
-    assert.throws(() => plane.registerSource("slack", "sometimes"), /none, reply_anchors or explicit_task_id/);
+    assert.throws(
+      () => plane.registerSource("slack", "sometimes" as Continuation),
+      /invalid `continuation`: `sometimes`; use one of none, reply_anchors, explicit_task_id/,
+    );
     const event = (id: string) => ({
       principal: "team",
       source: "slack",
@@ -139,7 +142,7 @@ test("outbound delivery: concurrent identical responses share one provider mutat
   const root = tempRoot();
   const plane = TaskPlane.open(root);
   try {
-    const request = {
+    const request: DeliveryInput = {
       deliveryId: "d-1",
       principal: "team",
       source: "mail",

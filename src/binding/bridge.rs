@@ -10,10 +10,29 @@ use napi::{Env, Error, Result, Status};
 use napi_derive::napi;
 use serde_json::Value;
 
+use super::convert::TaskState;
 use super::plane::TaskPlane;
-use super::{invalid_arg, plane_error, PlaneCall};
+use super::{plane_error, PlaneCall};
 use crate::config;
 use crate::wire;
+
+js_enum! {
+    [" How a turn ended: `ended` (the session's turn ran to its end; the Task may or may not"
+     " have been settled) or `failed` (a model or session error)."]
+    pub enum TurnOutcome for "outcome" {
+        Ended = "ended": " The session's turn ran to its end (the Task may or may not have been settled).",
+        Failed = "failed": " The turn failed (model or session error).",
+    }
+}
+
+js_enum! {
+    [" How `a2a_complete_task` settles the Task: `completed` (the outputs, then the response,"
+     " as artifacts) or `rejected` (the response is the reason)."]
+    pub enum CompletionOutcome for "outcome" {
+        Completed = "completed": " The outputs, then the response, as artifacts; COMPLETED.",
+        Rejected = "rejected": " REJECTED, the response being the reason.",
+    }
+}
 
 /// A wake handed to the driver: prompt this Task's session now.
 #[napi(object)]
@@ -26,12 +45,11 @@ pub struct WakeInfo {
 }
 
 /// Something that happened to a Task: `state` is `null` for an arrival (a new message),
-/// else the state (`TASK_STATE_COMPLETED`, ...) its status moved to, with the status
-/// message's text.
+/// else the state its status moved to, with the status message's text.
 #[napi(object)]
 pub struct TaskActivity {
     pub task_id: String,
-    pub state: Option<String>,
+    pub state: Option<TaskState>,
     pub message: Option<String>,
 }
 
@@ -39,9 +57,7 @@ impl From<crate::events::Activity> for TaskActivity {
     fn from(a: crate::events::Activity) -> Self {
         TaskActivity {
             task_id: a.task_id,
-            state: a
-                .state
-                .map(|s| wire::convert::state_to_wire(s).as_str_name().to_string()),
+            state: a.state.map(TaskState::from),
             message: a.message,
         }
     }
@@ -109,32 +125,23 @@ impl AgentBridge {
 
     /// Ends the active turn: `ended` (the session's turn ran to its end) or `failed`, with
     /// `reason` (why it failed: logged, and told to the caller in the Task's status).
-    #[napi(
-        catch_unwind,
-        ts_args_type = "taskId: string, outcome: \"ended\" | \"failed\", reason?: string | undefined | null",
-        ts_return_type = "Promise<void>"
-    )]
+    #[napi(catch_unwind, ts_return_type = "Promise<void>")]
     pub fn turn_ended(
         &self,
         task_id: String,
-        outcome: String,
+        outcome: TurnOutcome,
         reason: Option<String>,
-    ) -> Result<AsyncTask<PlaneCall<()>>> {
-        let outcome = match outcome.as_str() {
-            "ended" => crate::wake::TurnOutcome::Ended,
-            "failed" => crate::wake::TurnOutcome::Failed,
-            other => {
-                return Err(invalid_arg(format!(
-                    "invalid `outcome`: `{other}`; use ended or failed"
-                )))
-            }
+    ) -> AsyncTask<PlaneCall<()>> {
+        let outcome = match outcome {
+            TurnOutcome::Ended => crate::wake::TurnOutcome::Ended,
+            TurnOutcome::Failed => crate::wake::TurnOutcome::Failed,
         };
         let queue = self.queue.clone();
-        Ok(PlaneCall::new(move || {
+        PlaneCall::new(move || {
             queue
                 .turn_ended(&task_id, outcome, reason.as_deref())
                 .map_err(plane_error)
-        }))
+        })
     }
 
     /// Holds the queue while the agent cannot work Tasks (`reason`: why, e.g. no usable
@@ -248,18 +255,13 @@ impl AgentBridge {
     pub fn complete_task(
         &self,
         task_id: String,
-        outcome: String,
+        outcome: CompletionOutcome,
         response: String,
         outputs: Option<Vec<OutputInput>>,
-    ) -> Result<AsyncTask<PlaneCall<()>>> {
-        let outcome = match outcome.as_str() {
-            "completed" => crate::tools::Outcome::Completed,
-            "rejected" => crate::tools::Outcome::Rejected,
-            other => {
-                return Err(invalid_arg(format!(
-                    "invalid `outcome`: `{other}`; use completed or rejected"
-                )))
-            }
+    ) -> AsyncTask<PlaneCall<()>> {
+        let outcome = match outcome {
+            CompletionOutcome::Completed => crate::tools::Outcome::Completed,
+            CompletionOutcome::Rejected => crate::tools::Outcome::Rejected,
         };
         let outputs: Vec<(String, Value)> = outputs
             .unwrap_or_default()
@@ -267,11 +269,11 @@ impl AgentBridge {
             .map(|o| (o.output, o.value))
             .collect();
         let tools = self.tools.clone();
-        Ok(PlaneCall::new(move || {
+        PlaneCall::new(move || {
             tools
                 .complete_task(&task_id, outcome, &response, outputs)
                 .map_err(plane_error)
-        }))
+        })
     }
 
     /// `a2a_record_output`: one declared output while the Task is WORKING.

@@ -9,24 +9,82 @@ use serde_json::Value;
 
 use super::invalid_arg;
 use crate::plane;
-use crate::record::{ArtifactRecord, MessageRecord, Role, TaskState};
+use crate::record::{self, ArtifactRecord, MessageRecord, Role};
 use crate::wire;
 
-/// A state named as on the wire (`TASK_STATE_WORKING`) or as stored (`working`).
-pub(super) fn parse_state_name(name: &str) -> Result<TaskState> {
-    let wire_name = name.trim();
-    if let Some(state) =
-        wire::TaskState::from_str_name(wire_name).and_then(wire::convert::state_from_wire)
-    {
-        return Ok(state);
+js_enum! {
+    [" A Task's state as A2A names it. As an argument, the stored short name (`working`)"
+     " is taken too."]
+    pub enum TaskState for "state", also short_state_name, short_state_names {
+        Submitted = "TASK_STATE_SUBMITTED",
+        Working = "TASK_STATE_WORKING",
+        InputRequired = "TASK_STATE_INPUT_REQUIRED",
+        AuthRequired = "TASK_STATE_AUTH_REQUIRED",
+        Completed = "TASK_STATE_COMPLETED",
+        Failed = "TASK_STATE_FAILED",
+        Canceled = "TASK_STATE_CANCELED",
+        Rejected = "TASK_STATE_REJECTED",
     }
-    TaskState::parse(&wire_name.to_ascii_lowercase()).ok_or_else(|| {
-        let names: Vec<&str> = TaskState::ALL.iter().map(|s| s.as_str()).collect();
-        invalid_arg(format!(
-            "invalid `state`: `{name}`; use one of {}",
-            names.join(", ")
-        ))
-    })
+}
+
+impl From<record::TaskState> for TaskState {
+    fn from(state: record::TaskState) -> Self {
+        match state {
+            record::TaskState::Submitted => TaskState::Submitted,
+            record::TaskState::Working => TaskState::Working,
+            record::TaskState::InputRequired => TaskState::InputRequired,
+            record::TaskState::AuthRequired => TaskState::AuthRequired,
+            record::TaskState::Completed => TaskState::Completed,
+            record::TaskState::Failed => TaskState::Failed,
+            record::TaskState::Canceled => TaskState::Canceled,
+            record::TaskState::Rejected => TaskState::Rejected,
+        }
+    }
+}
+
+impl From<TaskState> for record::TaskState {
+    fn from(name: TaskState) -> Self {
+        match name {
+            TaskState::Submitted => record::TaskState::Submitted,
+            TaskState::Working => record::TaskState::Working,
+            TaskState::InputRequired => record::TaskState::InputRequired,
+            TaskState::AuthRequired => record::TaskState::AuthRequired,
+            TaskState::Completed => record::TaskState::Completed,
+            TaskState::Failed => record::TaskState::Failed,
+            TaskState::Canceled => record::TaskState::Canceled,
+            TaskState::Rejected => record::TaskState::Rejected,
+        }
+    }
+}
+
+/// A state named as stored (`working`, any case), for the operator's commands.
+fn short_state_name(text: &str) -> Option<TaskState> {
+    record::TaskState::parse(&text.trim().to_ascii_lowercase()).map(TaskState::from)
+}
+
+fn short_state_names() -> String {
+    let names: Vec<&str> = record::TaskState::ALL.iter().map(|s| s.as_str()).collect();
+    format!("the short names {}", names.join(", "))
+}
+
+js_enum! {
+    [" What an intake did: `created` a Task (or a direct Message outcome), `continued` a"
+     " waiting Task, or found a `duplicate` (the prior outcome, returned again)."]
+    pub enum Disposition for "disposition" {
+        Created = "created": " A new Task (or a direct Message outcome).",
+        Continued = "continued": " An existing waiting Task was continued.",
+        Duplicate = "duplicate": " The same (principal, id) with the same payload was accepted before: this is the prior outcome.",
+    }
+}
+
+impl From<plane::Disposition> for Disposition {
+    fn from(disposition: plane::Disposition) -> Self {
+        match disposition {
+            plane::Disposition::Created => Disposition::Created,
+            plane::Disposition::Continued => Disposition::Continued,
+            plane::Disposition::Duplicate => Disposition::Duplicate,
+        }
+    }
 }
 
 /// The A2A protocol version the task plane serves (`"1.0"`).
@@ -60,10 +118,9 @@ pub struct Acceptance {
     /// Absent for a direct Message outcome.
     pub task_id: Option<String>,
     pub context_id: String,
-    /// `created`, `continued` or `duplicate`.
-    pub disposition: String,
-    /// The Task's current state as an A2A name (`TASK_STATE_SUBMITTED`, ...).
-    pub state: Option<String>,
+    pub disposition: Disposition,
+    /// The Task's current state.
+    pub state: Option<TaskState>,
     /// The direct Message outcome (an A2A Message), verbatim.
     pub direct_reply: Option<Value>,
 }
@@ -78,10 +135,8 @@ impl From<plane::Acceptance> for Acceptance {
             activation_id: a.activation_id,
             task_id: a.task_id,
             context_id: a.context_id,
-            disposition: a.disposition.as_str().to_string(),
-            state: a
-                .state
-                .map(|s| wire::convert::state_to_wire(s).as_str_name().to_string()),
+            disposition: a.disposition.into(),
+            state: a.state.map(TaskState::from),
             direct_reply,
         }
     }
@@ -195,8 +250,7 @@ pub struct TaskSummary {
     pub principal: String,
     pub context_id: String,
     pub source: String,
-    /// `TASK_STATE_WORKING`, ...
-    pub state: String,
+    pub state: TaskState,
     /// When the status last changed (Unix ms).
     pub status_ms: f64,
     pub created_ms: f64,
@@ -209,9 +263,7 @@ impl From<plane::TaskSummary> for TaskSummary {
             principal: t.principal,
             context_id: t.context_id,
             source: t.source,
-            state: wire::convert::state_to_wire(t.state)
-                .as_str_name()
-                .to_string(),
+            state: t.state.into(),
             status_ms: t.status_ms as f64,
             created_ms: t.created_ms as f64,
         }
@@ -238,5 +290,38 @@ impl TryFrom<crate::record::TaskRecord> for InspectedTask {
             source: task.source,
             task: wire_task,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_task_state_is_named_as_on_the_wire_and_taken_by_its_stored_name() {
+        for state in record::TaskState::ALL {
+            let name = TaskState::from(state);
+            assert_eq!(
+                name.as_str(),
+                wire::convert::state_to_wire(state).as_str_name()
+            );
+            assert_eq!(record::TaskState::from(name), state);
+            assert_eq!(TaskState::from_js(state.as_str()), Some(name));
+            assert_eq!(TaskState::from_js(name.as_str()), Some(name));
+        }
+        assert_eq!(TaskState::from_js("TASK_STATE_UNSPECIFIED"), None);
+        assert_eq!(TaskState::from_js("sleeping"), None);
+    }
+
+    #[test]
+    fn a_disposition_is_named_as_the_plane_names_it() {
+        for (disposition, name) in [
+            (plane::Disposition::Created, Disposition::Created),
+            (plane::Disposition::Continued, Disposition::Continued),
+            (plane::Disposition::Duplicate, Disposition::Duplicate),
+        ] {
+            assert_eq!(Disposition::from(disposition), name);
+            assert_eq!(name.as_str(), disposition.as_str());
+        }
     }
 }

@@ -9,6 +9,47 @@ use super::plane::TaskPlane;
 use super::{invalid_arg, off_libuv_pool, plane_error, PlaneCall};
 use crate::plane;
 
+js_enum! {
+    [" How a delivery found mid-send after a crash is recovered: `idempotency_key` (the"
+     " provider deduplicates on the operation id: send again), `lookup` (ask the reconciler)"
+     " or `ambiguous` (final, recorded with unhealthy evidence)."]
+    pub enum Recovery for "recovery" {
+        IdempotencyKey = "idempotency_key": " The provider deduplicates on the operation id: resending is safe.",
+        Lookup = "lookup": " The provider can be asked whether the mutation happened (needs a reconciler).",
+        Ambiguous = "ambiguous": " Neither: mark ambiguous, record evidence, report unhealthy.",
+    }
+}
+
+impl From<Recovery> for plane::Recovery {
+    fn from(name: Recovery) -> Self {
+        match name {
+            Recovery::IdempotencyKey => plane::Recovery::IdempotencyKey,
+            Recovery::Lookup => plane::Recovery::Lookup,
+            Recovery::Ambiguous => plane::Recovery::Ambiguous,
+        }
+    }
+}
+
+js_enum! {
+    [" Where a delivery ended (final: never retried automatically): `delivered`, `not_sent`"
+     " (certainly not sent) or `ambiguous` (it may or may not have been sent)."]
+    pub enum DeliveryState for "state" {
+        Delivered = "delivered": " The provider has it.",
+        NotSent = "not_sent": " It certainly was not sent.",
+        Ambiguous = "ambiguous": " It may or may not have been sent.",
+    }
+}
+
+js_enum! {
+    [" What to do next with a delivery: `send` (perform the mutation, then `finishDelivery`),"
+     " `lookup` (ask the reconciler, then `resolveLookup`) or `finished` (see `outcome`)."]
+    pub enum DeliveryNext for "next" {
+        Send = "send": " Perform the mutation, then `finishDelivery`.",
+        Lookup = "lookup": " Ask the reconciler, then `resolveLookup`.",
+        Finished = "finished": " Nothing: see `outcome`.",
+    }
+}
+
 /// One outbound response to deliver to a provider.
 #[napi(object)]
 pub struct DeliveryInput {
@@ -20,16 +61,14 @@ pub struct DeliveryInput {
     pub operation_id: String,
     /// `sha256:<hex>` of the payload.
     pub payload_digest: String,
-    /// `idempotency_key`, `lookup` or `ambiguous`: how a delivery found mid-send after a
-    /// crash is recovered.
-    pub recovery: String,
+    /// How a delivery found mid-send after a crash is recovered.
+    pub recovery: Recovery,
 }
 
 /// Where a delivery ended.
 #[napi(object)]
 pub struct DeliveryResult {
-    /// `delivered`, `not_sent` or `ambiguous` (final: never retried automatically).
-    pub state: String,
+    pub state: DeliveryState,
     pub provider_response_id: Option<String>,
     /// Whether this call performed the mutation.
     pub sent_now: Option<bool>,
@@ -39,9 +78,7 @@ pub struct DeliveryResult {
 /// What to do next with a delivery.
 #[napi(object)]
 pub struct DeliveryStep {
-    /// `send` (perform the mutation, then `finishDelivery`), `lookup` (ask the reconciler,
-    /// then `resolveLookup`) or `finished` (see `outcome`).
-    pub next: String,
+    pub next: DeliveryNext,
     pub outcome: Option<DeliveryResult>,
 }
 
@@ -56,22 +93,16 @@ pub struct SendResult {
     pub unknown: Option<String>,
 }
 
-fn delivery_request(input: DeliveryInput) -> Result<plane::DeliveryRequest> {
-    let recovery = plane::Recovery::parse(&input.recovery).ok_or_else(|| {
-        invalid_arg(format!(
-            "invalid `recovery`: `{}`; use idempotency_key, lookup or ambiguous",
-            input.recovery
-        ))
-    })?;
-    Ok(plane::DeliveryRequest {
+fn delivery_request(input: DeliveryInput) -> plane::DeliveryRequest {
+    plane::DeliveryRequest {
         delivery_id: input.delivery_id,
         principal: input.principal,
         source: input.source,
         task_id: input.task_id,
         operation_id: input.operation_id,
         payload_digest: input.payload_digest,
-        recovery,
-    })
+        recovery: input.recovery.into(),
+    }
 }
 
 fn delivery_result(outcome: plane::DeliveryOutcome) -> DeliveryResult {
@@ -80,19 +111,19 @@ fn delivery_result(outcome: plane::DeliveryOutcome) -> DeliveryResult {
             provider_response_id,
             sent_now,
         } => DeliveryResult {
-            state: "delivered".into(),
+            state: DeliveryState::Delivered,
             provider_response_id: Some(provider_response_id),
             sent_now: Some(sent_now),
             detail: None,
         },
         plane::DeliveryOutcome::NotSent { detail } => DeliveryResult {
-            state: "not_sent".into(),
+            state: DeliveryState::NotSent,
             provider_response_id: None,
             sent_now: Some(false),
             detail: Some(detail),
         },
         plane::DeliveryOutcome::Ambiguous { detail } => DeliveryResult {
-            state: "ambiguous".into(),
+            state: DeliveryState::Ambiguous,
             provider_response_id: None,
             sent_now: Some(false),
             detail: Some(detail),
@@ -103,15 +134,15 @@ fn delivery_result(outcome: plane::DeliveryOutcome) -> DeliveryResult {
 fn delivery_step(start: plane::DeliveryStart) -> DeliveryStep {
     match start {
         plane::DeliveryStart::Send => DeliveryStep {
-            next: "send".into(),
+            next: DeliveryNext::Send,
             outcome: None,
         },
         plane::DeliveryStart::Lookup => DeliveryStep {
-            next: "lookup".into(),
+            next: DeliveryNext::Lookup,
             outcome: None,
         },
         plane::DeliveryStart::Finished(outcome) => DeliveryStep {
-            next: "finished".into(),
+            next: DeliveryNext::Finished,
             outcome: Some(delivery_result(outcome)),
         },
     }
@@ -128,7 +159,7 @@ impl TaskPlane {
         request: DeliveryInput,
         can_look_up: Option<bool>,
     ) -> Result<PromiseRaw<'env, DeliveryStep>> {
-        let request = delivery_request(request)?;
+        let request = delivery_request(request);
         let plane = self.plane.clone();
         // It may wait up to the lease timeout for a concurrent identical delivery: on the
         // addon's runtime's blocking pool, never on libuv's.
@@ -148,19 +179,19 @@ impl TaskPlane {
         request: DeliveryInput,
         provider_response_id: Option<String>,
         error: Option<String>,
-    ) -> Result<AsyncTask<PlaneCall<DeliveryStep>>> {
-        let request = delivery_request(request)?;
+    ) -> AsyncTask<PlaneCall<DeliveryStep>> {
+        let request = delivery_request(request);
         let found = match error {
             Some(err) => Err(err),
             None => Ok(provider_response_id),
         };
         let plane = self.plane.clone();
-        Ok(PlaneCall::new(move || {
+        PlaneCall::new(move || {
             plane
                 .resolve_lookup(&request, found)
                 .map(delivery_step)
                 .map_err(plane_error)
-        }))
+        })
     }
 
     /// Records how the mutation went (after `send`) and releases the delivery id.
@@ -170,7 +201,7 @@ impl TaskPlane {
         request: DeliveryInput,
         result: SendResult,
     ) -> Result<AsyncTask<PlaneCall<DeliveryResult>>> {
-        let request = delivery_request(request)?;
+        let request = delivery_request(request);
         let result =
             match (result.provider_response_id, result.not_sent, result.unknown) {
                 (Some(id), None, None) => Ok(id),
@@ -187,5 +218,20 @@ impl TaskPlane {
                 .map(delivery_result)
                 .map_err(plane_error)
         }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_recovery_is_named_as_the_plane_parses_it() {
+        for name in Recovery::ALL {
+            assert_eq!(
+                plane::Recovery::parse(name.as_str()),
+                Some(plane::Recovery::from(*name))
+            );
+        }
     }
 }

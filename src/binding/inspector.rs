@@ -8,18 +8,17 @@ use napi::bindgen_prelude::{AsyncTask, ToNapiValue, TypeName};
 use napi::{Error, Result, Status};
 use napi_derive::napi;
 
-use super::convert::{parse_state_name, InspectedTask, TaskSummary};
+use super::convert::{InspectedTask, TaskState, TaskSummary};
 use super::{invalid_arg, plane_error, PlaneCall};
 use crate::config;
 use crate::plane;
-use crate::record::TaskState;
-use crate::wire;
+use crate::record;
 
 /// What `StoreInspector.tasks` lists.
 #[napi(object)]
 pub struct InspectFilter {
-    /// `working` or `TASK_STATE_WORKING`, ...
-    pub state: Option<String>,
+    /// Only Tasks in this state (`TASK_STATE_WORKING`; the short `working` is taken too).
+    pub state: Option<TaskState>,
     pub principal: Option<String>,
     pub context_id: Option<String>,
     /// At most this many (default 50, at most 1000).
@@ -111,7 +110,7 @@ impl StoreInspector {
             limit: None,
         });
         let filter = plane::SummaryFilter {
-            state: filter.state.map(|s| parse_state_name(&s)).transpose()?,
+            state: filter.state.map(record::TaskState::from),
             principal: filter.principal,
             context_id: filter.context_id,
             limit: filter.limit.unwrap_or(50),
@@ -157,8 +156,8 @@ impl StoreInspector {
                     .by_state
                     .into_iter()
                     .map(|(state, n)| {
-                        let name = TaskState::parse(state).map_or(state.to_string(), |s| {
-                            wire::convert::state_to_wire(s).as_str_name().to_string()
+                        let name = record::TaskState::parse(state).map_or(state.to_string(), |s| {
+                            TaskState::from(s).as_str().to_string()
                         });
                         (name, n as u32)
                     })

@@ -2,11 +2,9 @@
 
 use std::path::PathBuf;
 
-use napi::Result;
 use napi_derive::napi;
 use serde_json::Value;
 
-use super::invalid_arg;
 use crate::config;
 
 /// Where `configureLogging` sends log lines.
@@ -61,17 +59,31 @@ pub fn configure_logging(options: LoggingOptions) -> LoggingConfigured {
     }
 }
 
+js_enum! {
+    [" The level of a log line."]
+    pub enum LogLevel for "level" {
+        Debug = "debug",
+        Info = "info",
+        Warn = "warn",
+        Error = "error",
+    }
+}
+
 /// Writes one structured log line `{ts, level, event, ...fields}` through the same sink as
-/// the Rust core, so an event name means one thing in both. `level`: `debug`, `info`
-/// (default), `warn` or `error`. Secret-named fields (`token`, ...) are redacted.
+/// the Rust core, so an event name means one thing in both (`level` default `info`).
+/// Secret-named fields (`token`, ...) are redacted.
 #[napi(
     catch_unwind,
-    ts_args_type = "event: string, fields?: Record<string, unknown> | undefined | null, level?: \"debug\" | \"info\" | \"warn\" | \"error\" | undefined | null"
+    ts_args_type = "event: string, fields?: Record<string, unknown> | undefined | null, level?: LogLevel | undefined | null"
 )]
-pub fn log(event: String, fields: Option<Value>, level: Option<String>) -> Result<()> {
-    let level = crate::log::parse_level(level.as_deref().unwrap_or("info")).map_err(invalid_arg)?;
+pub fn log(event: String, fields: Option<Value>, level: Option<LogLevel>) {
+    let level = match level.unwrap_or(LogLevel::Info) {
+        LogLevel::Debug => tracing::Level::DEBUG,
+        LogLevel::Info => tracing::Level::INFO,
+        LogLevel::Warn => tracing::Level::WARN,
+        LogLevel::Error => tracing::Level::ERROR,
+    };
     crate::log::event_at(level, &event, fields.unwrap_or(Value::Null));
-    Ok(())
 }
 
 /// Warnings about the environment to show once at startup (e.g. the legacy

@@ -24,13 +24,97 @@ use serde_json::Value;
 
 use crate::plane::PlaneError;
 
-mod bridge;
-mod convert;
-mod delivery;
-mod inspector;
-mod listener;
-mod logging;
-mod plane;
+/// A string enum at the JS boundary. napi-rs generates its TypeScript type (the union of
+/// its values) and its conversion to JS; the conversion from JS is ours, so that a value
+/// outside the enum is refused with an error that names the parameter and the values it
+/// takes. `also` parses another spelling the enum accepts on input, and names it for that
+/// error. Doc lines are given as strings in brackets (`///` comments would reach napi's
+/// type generator as raw strings through this macro).
+macro_rules! js_enum {
+    (
+        [$($doc:tt)*]
+        pub enum $name:ident for $param:tt $(, also $also:path, $also_names:path)? {
+            $( $variant:ident = $value:tt $(: $vdoc:tt)? ),+ $(,)?
+        }
+    ) => {
+        $(#[doc = $doc])*
+        #[napi(string_enum, object_from_js = false)]
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        pub enum $name {
+            $( $(#[doc = $vdoc])? #[napi(value = $value)] $variant, )+
+        }
+
+        impl $name {
+            /// Every value, in declaration order.
+            #[allow(dead_code)]
+            pub const ALL: &'static [$name] = &[$($name::$variant),+];
+
+            /// The value as JS spells it.
+            #[allow(dead_code)]
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $($name::$variant => $value,)+
+                }
+            }
+
+            /// The value JS spelled as `text`, if it is one.
+            pub fn from_js(text: &str) -> Option<Self> {
+                match text {
+                    $($value => Some($name::$variant),)+
+                    _ => {
+                        $(return $also(text);)?
+                        #[allow(unreachable_code)]
+                        None
+                    }
+                }
+            }
+        }
+
+        impl napi::bindgen_prelude::FromNapiValue for $name {
+            unsafe fn from_napi_value(
+                env: napi::sys::napi_env,
+                value: napi::sys::napi_value,
+            ) -> napi::Result<Self> {
+                // SAFETY: forwarded unchanged to String's conversion, with the env and
+                // value napi gave us.
+                let text = unsafe { <String as napi::bindgen_prelude::FromNapiValue>::from_napi_value(env, value) }.ok();
+                match text.as_deref().and_then($name::from_js) {
+                    Some(parsed) => Ok(parsed),
+                    None => Err($crate::binding::invalid_enum(
+                        $param,
+                        text.as_deref(),
+                        &[$($value),+],
+                        None $(.or(Some($also_names())))?,
+                    )),
+                }
+            }
+        }
+    };
+}
+
+// After the macro: the modules use it.
+pub mod bridge;
+pub mod convert;
+pub mod delivery;
+pub mod inspector;
+pub mod listener;
+pub mod logging;
+pub mod plane;
+
+/// The error for a value outside a string enum: names the parameter and its values.
+fn invalid_enum(param: &str, given: Option<&str>, allowed: &[&str], also: Option<String>) -> Error {
+    let given = match given {
+        Some(text) => format!("`{text}`"),
+        None => "not a string".to_string(),
+    };
+    let also = also
+        .map(|names| format!(", or {names}"))
+        .unwrap_or_default();
+    invalid_arg(format!(
+        "invalid `{param}`: {given}; use one of {}{also}",
+        allowed.join(", ")
+    ))
+}
 
 fn invalid_arg(err: impl std::fmt::Display) -> Error {
     Error::new(Status::InvalidArg, err.to_string())

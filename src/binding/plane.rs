@@ -9,15 +9,54 @@ use napi_derive::napi;
 use serde_json::Value;
 
 use super::convert::{
-    activation, agent_artifact, agent_message, inbound_message, parse_state_name, Acceptance,
-    AcceptedTask, ActivationInput, InspectedTask, TaskSummary,
+    activation, agent_artifact, agent_message, inbound_message, Acceptance, AcceptedTask,
+    ActivationInput, InspectedTask, TaskState, TaskSummary,
 };
 use super::{invalid_arg, plane_error, Json, PlaneCall};
 use crate::config;
 use crate::events::Accepted;
-use crate::plane::{self, InterruptKind, PlaneOptions};
-use crate::record::{Continuation, TaskState};
+use crate::plane::{self, PlaneOptions};
+use crate::record;
 use crate::wire;
+
+js_enum! {
+    [" How a reply on a source continues a Task: `none` (never: every event is new work),"
+     " `reply_anchors` (through a verified reply anchor) or `explicit_task_id` (an authorized"
+     " explicit taskId, as in the A2A binding)."]
+    pub enum Continuation for "continuation" {
+        None = "none": " Replies never continue a Task: every event is new work.",
+        ReplyAnchors = "reply_anchors": " A verified reply anchor continues the waiting Task.",
+        ExplicitTaskId = "explicit_task_id": " An authorized explicit taskId continues it (the A2A binding).",
+    }
+}
+
+impl From<Continuation> for record::Continuation {
+    fn from(name: Continuation) -> Self {
+        match name {
+            Continuation::None => record::Continuation::None,
+            Continuation::ReplyAnchors => record::Continuation::ReplyAnchors,
+            Continuation::ExplicitTaskId => record::Continuation::ExplicitTaskId,
+        }
+    }
+}
+
+js_enum! {
+    [" How a Task ends when it does not complete: `rejected` (the agent declines the work) or"
+     " `failed`."]
+    pub enum UnsuccessfulOutcome for "outcome" {
+        Rejected = "rejected": " The agent declines the work.",
+        Failed = "failed": " The work failed.",
+    }
+}
+
+js_enum! {
+    [" What a paused Task waits for from its caller: `input_required` (an answer) or"
+     " `auth_required` (an authorization)."]
+    pub enum InterruptKind for "kind" {
+        InputRequired = "input_required": " An answer (TASK_STATE_INPUT_REQUIRED).",
+        AuthRequired = "auth_required": " An authorization (TASK_STATE_AUTH_REQUIRED).",
+    }
+}
 
 /// The store root the task plane uses when none is given: `CHANNELS_TASK_STORE_PATH`, else
 /// `${XDG_DATA_HOME:-$HOME/.local/share}/outfitter/channels/task-plane`.
@@ -81,17 +120,11 @@ impl TaskPlane {
         self.plane.is_closed()
     }
 
-    /// Registers a source and its continuation method: `none`, `reply_anchors` or
-    /// `explicit_task_id`.
+    /// Registers a source and how a reply on it continues a Task.
     #[napi(catch_unwind)]
-    pub fn register_source(&self, source: String, continuation: String) -> Result<()> {
-        let continuation = Continuation::parse(&continuation).ok_or_else(|| {
-            invalid_arg(format!(
-                "invalid `continuation`: `{continuation}`; use none, reply_anchors or explicit_task_id"
-            ))
-        })?;
+    pub fn register_source(&self, source: String, continuation: Continuation) -> Result<()> {
         self.plane
-            .register_source(&source, continuation)
+            .register_source(&source, continuation.into())
             .map_err(plane_error)
     }
 
@@ -259,19 +292,18 @@ impl TaskPlane {
     }
 
     /// The operator's view: the newest-status Tasks of every principal (at most `limit`,
-    /// default 20), optionally only those in `state` (`TASK_STATE_WORKING` or `working`).
-    /// Never expose this to callers: it crosses principals.
+    /// default 20), optionally only those in `state` (`TASK_STATE_WORKING`; the short
+    /// `working` is taken too). Never expose this to callers: it crosses principals.
     #[napi(ts_return_type = "Promise<TaskSummary[]>")]
     pub fn recent_tasks(
         &self,
-        state: Option<String>,
+        state: Option<TaskState>,
         limit: Option<u32>,
     ) -> Result<AsyncTask<PlaneCall<Vec<TaskSummary>>>> {
-        let state = state.map(|s| parse_state_name(&s)).transpose()?;
         let plane = self.plane.clone();
         Ok(PlaneCall::new(move || {
             let filter = plane::SummaryFilter {
-                state,
+                state: state.map(record::TaskState::from),
                 limit: limit.unwrap_or(20),
                 ..Default::default()
             };
@@ -476,22 +508,17 @@ impl TaskPlane {
         }))
     }
 
-    /// Settles the Task as `rejected` or `failed` with `message` as the reason.
+    /// Settles the Task as rejected or failed with `message` as the reason.
     #[napi(ts_return_type = "Promise<void>")]
     pub fn finish(
         &self,
         task_id: String,
-        outcome: String,
+        outcome: UnsuccessfulOutcome,
         message: Value,
     ) -> Result<AsyncTask<PlaneCall<()>>> {
-        let state = match outcome.as_str() {
-            "rejected" => TaskState::Rejected,
-            "failed" => TaskState::Failed,
-            other => {
-                return Err(invalid_arg(format!(
-                    "invalid `outcome`: `{other}`; use rejected or failed"
-                )))
-            }
+        let state = match outcome {
+            UnsuccessfulOutcome::Rejected => record::TaskState::Rejected,
+            UnsuccessfulOutcome::Failed => record::TaskState::Failed,
         };
         let message = agent_message(message)?;
         let plane = self.plane.clone();
@@ -502,22 +529,17 @@ impl TaskPlane {
         }))
     }
 
-    /// Pauses the Task on its caller (`input_required` or `auth_required`) with `message`.
+    /// Pauses the Task on its caller (for input or for authorization) with `message`.
     #[napi(ts_return_type = "Promise<void>")]
     pub fn require_input(
         &self,
         task_id: String,
-        kind: String,
+        kind: InterruptKind,
         message: Value,
     ) -> Result<AsyncTask<PlaneCall<()>>> {
-        let kind = match kind.as_str() {
-            "input_required" => InterruptKind::InputRequired,
-            "auth_required" => InterruptKind::AuthRequired,
-            other => {
-                return Err(invalid_arg(format!(
-                    "invalid `kind`: `{other}`; use input_required or auth_required"
-                )))
-            }
+        let kind = match kind {
+            InterruptKind::InputRequired => plane::InterruptKind::InputRequired,
+            InterruptKind::AuthRequired => plane::InterruptKind::AuthRequired,
         };
         let message = agent_message(message)?;
         let plane = self.plane.clone();
@@ -526,5 +548,20 @@ impl TaskPlane {
                 .require_input(&task_id, kind, message, None)
                 .map_err(plane_error)
         }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_continuation_method_is_named_as_the_plane_parses_it() {
+        for name in Continuation::ALL {
+            assert_eq!(
+                record::Continuation::parse(name.as_str()),
+                Some(record::Continuation::from(*name))
+            );
+        }
     }
 }
