@@ -40,6 +40,9 @@ export type A2aListener = A2AListener
  * The resident-agent bridge: the durable wake queue, turn authority, and the four agent
  * tools (every tool checks that its Task is the active turn's). Start it in
  * `session_start` after opening the plane; close it in `session_shutdown` first.
+ *
+ * A tool call for a Task that is not the active turn's rejects with `code`
+ * `FAILED_PRECONDITION` and changes nothing; other errors carry the codes `TaskPlane`'s do.
  */
 export declare class AgentBridge {
   /**
@@ -133,6 +136,10 @@ export declare class StoreInspector {
 /**
  * An open task plane: the durable store of one root. Open it in Pi's `session_start`
  * and close it in `session_shutdown`; a second open of the same root fails until then.
+ *
+ * Every error it throws or rejects with has a `code`: the A2A reason the HTTP listener
+ * gives the same error (`TASK_NOT_FOUND`, `DUPLICATE_MESSAGE_ID`, `FAILED_PRECONDITION`,
+ * `UNAVAILABLE`, ...) or `INVALID_ARGUMENT` for a bad argument (see the README's table).
  */
 export declare class TaskPlane {
   /**

@@ -6,13 +6,13 @@ use std::sync::Mutex;
 
 use napi::bindgen_prelude::{AsyncTask, PromiseRaw};
 use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
-use napi::{Env, Error, Result, Status};
+use napi::{Env, Status};
 use napi_derive::napi;
 use serde_json::Value;
 
 use super::convert::TaskState;
 use super::plane::TaskPlane;
-use super::{plane_error, PlaneCall};
+use super::{failed_precondition, internal, plane_error, spawn, PlaneCall, Result, Settled};
 use crate::config;
 use crate::wire;
 
@@ -80,6 +80,9 @@ pub struct OutputInput {
 /// The resident-agent bridge: the durable wake queue, turn authority, and the four agent
 /// tools (every tool checks that its Task is the active turn's). Start it in
 /// `session_start` after opening the plane; close it in `session_shutdown` first.
+///
+/// A tool call for a Task that is not the active turn's rejects with `code`
+/// `FAILED_PRECONDITION` and changes nothing; other errors carry the codes `TaskPlane`'s do.
 #[napi]
 pub struct AgentBridge {
     queue: crate::wake::WakeQueue,
@@ -109,11 +112,11 @@ impl AgentBridge {
         &self,
         env: &'env Env,
         timeout_ms: Option<u32>,
-    ) -> Result<PromiseRaw<'env, Option<WakeInfo>>> {
+    ) -> Result<PromiseRaw<'env, Settled<Option<WakeInfo>>>> {
         let queue = self.queue.clone();
         let timeout = std::time::Duration::from_millis(u64::from(timeout_ms.unwrap_or(1000)));
         // Awaited on the addon's runtime: no thread waits for a wake.
-        env.spawn_future(async move {
+        spawn(env, async move {
             Ok(queue.next_wake_async(timeout).await.map(|w| WakeInfo {
                 activation_id: w.activation_id,
                 task_id: w.task_id,
@@ -180,8 +183,7 @@ impl AgentBridge {
         callback: ThreadsafeFunction<Vec<TaskActivity>, (), Vec<TaskActivity>, Status, true, true>,
     ) -> Result<()> {
         if self.queue.is_closed() {
-            return Err(Error::new(
-                Status::GenericFailure,
+            return Err(failed_precondition(
                 "the agent bridge is closed; start a new one to watch activity",
             ));
         }
@@ -207,12 +209,7 @@ impl AgentBridge {
                     callback.call(Ok(batch), ThreadsafeFunctionCallMode::NonBlocking);
                 }
             })
-            .map_err(|e| {
-                Error::new(
-                    Status::GenericFailure,
-                    format!("cannot start the activity thread: {e}"),
-                )
-            })?;
+            .map_err(|e| internal(format!("cannot start the activity thread: {e}")))?;
         Ok(())
     }
 
@@ -232,7 +229,7 @@ impl AgentBridge {
                 Ok(Some(w.outputs.clone().into_iter().collect()))
             }
             crate::tools::manifest::Outputs::Failed(reason) => {
-                Err(Error::new(Status::GenericFailure, reason.clone()))
+                Err(failed_precondition(reason.clone()))
             }
         }
     }
@@ -243,8 +240,8 @@ impl AgentBridge {
         let tools = self.tools.clone();
         PlaneCall::new(move || {
             let (text, task) = tools.read_task(&task_id).map_err(plane_error)?;
-            let task = serde_json::to_value(wire::convert::task_to_wire(&task))
-                .map_err(|e| Error::new(Status::GenericFailure, e.to_string()))?;
+            let task =
+                serde_json::to_value(wire::convert::task_to_wire(&task)).map_err(internal)?;
             Ok(ReadTaskResult { text, task })
         })
     }

@@ -3,11 +3,10 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use napi::{Error, Result, Status};
 use napi_derive::napi;
 use serde_json::Value;
 
-use super::invalid_arg;
+use super::{internal, invalid_arg, Failure, Result};
 use crate::plane;
 use crate::record::{self, ArtifactRecord, MessageRecord, Role};
 use crate::wire;
@@ -280,11 +279,11 @@ pub struct InspectedTask {
 }
 
 impl TryFrom<crate::record::TaskRecord> for InspectedTask {
-    type Error = Error;
+    type Error = Failure;
 
     fn try_from(task: crate::record::TaskRecord) -> Result<Self> {
-        let wire_task = serde_json::to_value(wire::convert::task_to_wire(&task))
-            .map_err(|e| Error::new(Status::GenericFailure, e.to_string()))?;
+        let wire_task =
+            serde_json::to_value(wire::convert::task_to_wire(&task)).map_err(internal)?;
         Ok(InspectedTask {
             principal: task.principal,
             source: task.source,

@@ -2,11 +2,11 @@
 //! `TaskPlane`'s delivery calls and their inputs and results.
 
 use napi::bindgen_prelude::{AsyncTask, PromiseRaw};
-use napi::{Env, Result};
+use napi::Env;
 use napi_derive::napi;
 
 use super::plane::TaskPlane;
-use super::{invalid_arg, off_libuv_pool, plane_error, PlaneCall};
+use super::{invalid_arg, off_libuv_pool, plane_error, PlaneCall, Result, Settled};
 use crate::plane;
 
 js_enum! {
@@ -158,7 +158,7 @@ impl TaskPlane {
         env: &'env Env,
         request: DeliveryInput,
         can_look_up: Option<bool>,
-    ) -> Result<PromiseRaw<'env, DeliveryStep>> {
+    ) -> Result<PromiseRaw<'env, Settled<DeliveryStep>>> {
         let request = delivery_request(request);
         let plane = self.plane.clone();
         // It may wait up to the lease timeout for a concurrent identical delivery: on the

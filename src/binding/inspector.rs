@@ -5,11 +5,10 @@ use std::path::PathBuf;
 use std::sync::Mutex;
 
 use napi::bindgen_prelude::{AsyncTask, ToNapiValue, TypeName};
-use napi::{Error, Result, Status};
 use napi_derive::napi;
 
 use super::convert::{InspectedTask, TaskState, TaskSummary};
-use super::{invalid_arg, plane_error, PlaneCall};
+use super::{failed_precondition, invalid_arg, plane_error, PlaneCall, Result};
 use crate::config;
 use crate::plane;
 use crate::record;
@@ -59,7 +58,7 @@ impl StoreInspector {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clone()
-            .ok_or_else(|| Error::new(Status::GenericFailure, "the store inspector is closed"))
+            .ok_or_else(|| failed_precondition("the store inspector is closed"))
     }
 
     fn call<T: ToNapiValue + TypeName + Send + 'static>(

@@ -2,11 +2,10 @@
 
 use std::sync::Mutex;
 
-use napi::{Error, Result, Status};
 use napi_derive::napi;
 
-use super::invalid_arg;
 use super::plane::TaskPlane;
+use super::{failed_precondition, invalid_arg, Result};
 use crate::config::{self, ListenerConfig};
 use crate::http;
 
@@ -129,7 +128,7 @@ impl A2aListener {
             config,
             std::sync::Arc::new(http::AlwaysTask),
         )
-        .map_err(|e| Error::new(Status::GenericFailure, e))?;
+        .map_err(failed_precondition)?;
         Ok(A2aListener {
             url: listener.url().to_string(),
             port: u32::from(listener.local_addr().port()),

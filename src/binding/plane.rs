@@ -4,7 +4,7 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 
 use napi::bindgen_prelude::{AsyncTask, PromiseRaw};
-use napi::{Env, Error, Result, Status};
+use napi::Env;
 use napi_derive::napi;
 use serde_json::Value;
 
@@ -12,7 +12,7 @@ use super::convert::{
     activation, agent_artifact, agent_message, inbound_message, Acceptance, AcceptedTask,
     ActivationInput, InspectedTask, TaskState, TaskSummary,
 };
-use super::{invalid_arg, plane_error, Json, PlaneCall};
+use super::{internal, invalid_arg, plane_error, spawn, Json, PlaneCall, Result, Settled};
 use crate::config;
 use crate::events::Accepted;
 use crate::plane::{self, PlaneOptions};
@@ -68,6 +68,10 @@ pub fn default_store_root() -> Result<String> {
 
 /// An open task plane: the durable store of one root. Open it in Pi's `session_start`
 /// and close it in `session_shutdown`; a second open of the same root fails until then.
+///
+/// Every error it throws or rejects with has a `code`: the A2A reason the HTTP listener
+/// gives the same error (`TASK_NOT_FOUND`, `DUPLICATE_MESSAGE_ID`, `FAILED_PRECONDITION`,
+/// `UNAVAILABLE`, ...) or `INVALID_ARGUMENT` for a bad argument (see the README's table).
 #[napi]
 pub struct TaskPlane {
     pub(super) plane: plane::TaskPlane,
@@ -267,7 +271,7 @@ impl TaskPlane {
                 .map_err(plane_error)?;
             task.map(|t| serde_json::to_value(wire::convert::task_to_wire(&t)).map(Json))
                 .transpose()
-                .map_err(|e| Error::new(Status::GenericFailure, e.to_string()))
+                .map_err(internal)
         })
     }
 
@@ -404,7 +408,7 @@ impl TaskPlane {
         &self,
         env: &'env Env,
         timeout_ms: Option<u32>,
-    ) -> Result<PromiseRaw<'env, Option<AcceptedTask>>> {
+    ) -> Result<PromiseRaw<'env, Settled<Option<AcceptedTask>>>> {
         let (accepted, closing, plane) = (
             self.accepted.clone(),
             self.closing.clone(),
@@ -413,7 +417,7 @@ impl TaskPlane {
         let deadline = tokio::time::Instant::now()
             + std::time::Duration::from_millis(u64::from(timeout_ms.unwrap_or(1000)));
         // Awaited on the addon's runtime: no thread waits, nothing polls.
-        env.spawn_future(async move {
+        spawn(env, async move {
             let closed = closing.notified();
             tokio::pin!(closed);
             closed.as_mut().enable();
@@ -460,7 +464,7 @@ impl TaskPlane {
                 .map_err(plane_error)?;
             task.map(|t| serde_json::to_value(wire::convert::task_to_wire(&t)).map(Json))
                 .transpose()
-                .map_err(|e| Error::new(Status::GenericFailure, e.to_string()))
+                .map_err(internal)
         })
     }
 
