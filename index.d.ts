@@ -105,6 +105,35 @@ export declare class AgentBridge {
 }
 
 /**
+ * The agent API without turn authority, for an embedder that runs its own concurrent
+ * agent without Pi (benchmarks, conformance runs against the official A2A clients): it
+ * takes accepted Tasks and works them directly. It bypasses the resident's turn
+ * authority, so it is never the resident's way to act: a Pi session works its Task through
+ * `AgentBridge`, whose tools refuse any Task but the active turn's. Obtain it with
+ * `TaskPlane.embedderAgent()`.
+ */
+export declare class EmbedderAgent {
+  /**
+   * The next Task accepted (created or continued) since this agent was obtained, or
+   * `null` when none arrives within `timeoutMs` (default 1000) or the plane is closed.
+   * Concurrent calls share the acceptances: each goes to one of them.
+   */
+  nextAccepted(timeoutMs?: number | undefined | null): Promise<AcceptedTask | null>
+  /** Any Task as an A2A `Task` (agent side: no principal check), or `null`. */
+  readTask(taskId: string, historyLength?: number | undefined | null): Promise<Record<string, unknown> | null>
+  /** SUBMITTED → WORKING. */
+  startWork(taskId: string): Promise<void>
+  /** Records one artifact (an A2A `Artifact`) while the Task is WORKING. */
+  recordArtifact(taskId: string, artifact: any): Promise<void>
+  /** Records `artifacts` in order, then COMPLETED with `message` (an agent Message). */
+  complete(taskId: string, artifacts: Array<any>, message?: any | undefined | null): Promise<void>
+  /** Settles the Task as rejected or failed with `message` as the reason. */
+  finish(taskId: string, outcome: UnsuccessfulOutcome, message: any): Promise<void>
+  /** Pauses the Task on its caller (for input or for authorization) with `message`. */
+  requireInput(taskId: string, kind: InterruptKind, message: any): Promise<void>
+}
+
+/**
  * A read-only view of a store root for the person operating it (the inspection CLI): no
  * root lock, never a write, so it works while the resident runs. It crosses principals:
  * never expose it to callers.
@@ -154,6 +183,12 @@ export declare class TaskPlane {
   resolveLookup(request: DeliveryInput, providerResponseId?: string | undefined | null, error?: string | undefined | null): Promise<DeliveryStep>
   /** Records how the mutation went (after `send`) and releases the delivery id. */
   finishDelivery(request: DeliveryInput, result: SendResult): Promise<DeliveryResult>
+  /**
+   * An agent API without turn authority, for an embedder that runs its own agent
+   * without Pi (see `EmbedderAgent`); it sees the Tasks accepted from now on. Never the
+   * resident's way to act: Pi's tools go through `AgentBridge`.
+   */
+  embedderAgent(): EmbedderAgent
   /**
    * Opens the store at `root` (default: `defaultStoreRoot()`), takes its lock, and runs
    * startup recovery and compaction.
@@ -227,23 +262,6 @@ export declare class TaskPlane {
   checkpoint(principal: string, source: string): Promise<string | null>
   /** Advances a source's cursor once every event it selected has been accepted. */
   advanceCheckpoint(principal: string, source: string, cursor: string, eventIds: Array<string>): Promise<void>
-  /**
-   * The next Task accepted since the plane opened (created or continued), or `null` when
-   * none arrives within `timeoutMs` (default 1000) or the plane is closed.
-   */
-  nextAccepted(timeoutMs?: number | undefined | null): Promise<AcceptedTask | null>
-  /** Any Task as an A2A `Task` (agent side: no principal check), or `null`. */
-  readTask(taskId: string, historyLength?: number | undefined | null): Promise<Record<string, unknown> | null>
-  /** SUBMITTED → WORKING. */
-  startWork(taskId: string): Promise<void>
-  /** Records one artifact (an A2A `Artifact`) while the Task is WORKING. */
-  recordArtifact(taskId: string, artifact: any): Promise<void>
-  /** Records `artifacts` in order, then COMPLETED with `message` (an agent Message). */
-  complete(taskId: string, artifacts: Array<any>, message?: any | undefined | null): Promise<void>
-  /** Settles the Task as rejected or failed with `message` as the reason. */
-  finish(taskId: string, outcome: UnsuccessfulOutcome, message: any): Promise<void>
-  /** Pauses the Task on its caller (for input or for authorization) with `message`. */
-  requireInput(taskId: string, kind: InterruptKind, message: any): Promise<void>
 }
 
 /** The durable outcome of an intake, returned only after it is committed. */

@@ -773,10 +773,11 @@ if (
   }
 }
 
-const { A2AListener, A2aListener, AgentBridge, StoreInspector, TaskPlane, CompletionOutcome, configureLogging, Continuation, defaultStoreRoot, DeliveryNext, DeliveryState, Disposition, InterruptKind, listenerEnabled, log, LogLevel, normalizeMessage, normalizeSendMessageRequest, protocolVersion, Recovery, startupWarnings, TaskState, TurnOutcome, UnsuccessfulOutcome } = nativeBinding
+const { A2AListener, A2aListener, AgentBridge, EmbedderAgent, StoreInspector, TaskPlane, CompletionOutcome, configureLogging, Continuation, defaultStoreRoot, DeliveryNext, DeliveryState, Disposition, InterruptKind, listenerEnabled, log, LogLevel, normalizeMessage, normalizeSendMessageRequest, protocolVersion, Recovery, startupWarnings, TaskState, TurnOutcome, UnsuccessfulOutcome } = nativeBinding
 export { A2AListener }
 export { A2aListener }
 export { AgentBridge }
+export { EmbedderAgent }
 export { StoreInspector }
 export { TaskPlane }
 export { CompletionOutcome }

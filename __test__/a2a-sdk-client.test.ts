@@ -1,6 +1,6 @@
 // The official @a2a-js/sdk client (REST transport, bearer token), unchanged, against our
-// listener on loopback, backed by the real addon. The agent is a scripted driver of the
-// plane's agent API (not Pi): what it does depends on the message text.
+// listener on loopback, backed by the real addon. The agent is a scripted embedder agent
+// (`plane.embedderAgent()`, not Pi): what it does depends on the message text.
 import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
@@ -16,15 +16,18 @@ import {
   DefaultAgentCardResolver,
   RestTransportFactory,
 } from "@a2a-js/sdk/client";
-import { A2AListener, TaskPlane } from "../index.js";
+import { A2AListener, type EmbedderAgent, TaskPlane } from "../index.js";
 
 const TOKEN = "sdk-test-token-0123456789";
 const dir = mkdtempSync(join(tmpdir(), "tp-sdk-"));
 let plane: TaskPlane;
+let agent: EmbedderAgent;
 let listener: A2AListener;
 let client: Client;
 let agentRunning = true;
 let agentLoop: Promise<void>;
+/** What the agent met other than a terminal Task's refusal: reported after the tests. */
+const agentErrors: unknown[] = [];
 
 async function clientFor(token: string): Promise<Client> {
   const authFetch = createAuthenticatingFetchWithRetry(fetch, {
@@ -64,25 +67,27 @@ const textOf = (parts: { content?: { $case: string; value?: unknown } }[] | unde
 /** The scripted agent: runs until the test file ends. */
 async function runAgent(): Promise<void> {
   while (agentRunning) {
-    const accepted = await plane.nextAccepted(100);
+    const accepted = await agent.nextAccepted(100);
     if (!accepted) continue;
-    const task = (await plane.readTask(accepted.taskId)) as { history: { parts: { text?: string }[] }[] } | null;
+    const task = (await agent.readTask(accepted.taskId)) as { history: { parts: { text?: string }[] }[] } | null;
     const text = task?.history.at(-1)?.parts[0]?.text ?? "";
     const id = accepted.taskId;
     try {
       if (text.startsWith("ask")) {
-        await plane.startWork(id);
-        await plane.requireInput(id, "input_required", { parts: [{ text: "which one?" }] });
+        await agent.startWork(id);
+        await agent.requireInput(id, "input_required", { parts: [{ text: "which one?" }] });
       } else if (text.startsWith("work")) {
-        await plane.startWork(id);
+        await agent.startWork(id);
       } else {
         if (text.startsWith("slow")) await new Promise((r) => setTimeout(r, 200));
-        await plane.startWork(id);
-        await plane.recordArtifact(id, { name: "progress", parts: [{ text: "half way" }] });
-        await plane.complete(id, [{ name: "answer", parts: [{ text: `echo: ${text}` }] }], { parts: [{ text: "done" }] });
+        await agent.startWork(id);
+        await agent.recordArtifact(id, { name: "progress", parts: [{ text: "half way" }] });
+        await agent.complete(id, [{ name: "answer", parts: [{ text: `echo: ${text}` }] }], { parts: [{ text: "done" }] });
       }
-    } catch {
-      // A canceled Task refuses further work: that is the point of those tests.
+    } catch (err) {
+      // A canceled Task refuses further work (that is the point of those tests); anything
+      // else is the agent's failure.
+      if ((err as { code?: string }).code !== "UNSUPPORTED_OPERATION") agentErrors.push(err);
     }
   }
 }
@@ -91,6 +96,7 @@ before(async () => {
   const credentials = join(dir, "credentials.json");
   writeFileSync(credentials, JSON.stringify({ credentials: [{ token: TOKEN, principal: "sdk-user" }, { token: "other-token-0123456789", principal: "other" }] }));
   plane = TaskPlane.open(join(dir, "store"));
+  agent = plane.embedderAgent();
   listener = A2AListener.start(plane, { port: 0, credentialsPath: credentials, blockingTimeoutMs: 5000 });
   agentLoop = runAgent();
   client = await clientFor(TOKEN);
@@ -99,6 +105,7 @@ before(async () => {
 after(async () => {
   agentRunning = false;
   await agentLoop;
+  assert.deepEqual(agentErrors, [], "the scripted agent failed");
   listener.close();
   plane.close();
   rmSync(dir, { recursive: true, force: true });

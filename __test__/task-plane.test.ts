@@ -174,12 +174,13 @@ test("waiting for wakes and acceptances holds none of libuv's pool threads", asy
   const root = join(mkdtempSync(join(tmpdir(), "tp-pool-")), "task-plane");
   const plane = TaskPlane.open(root);
   const bridge = AgentBridge.start(plane);
+  const agent = plane.embedderAgent();
   try {
     // Eight waits, twice libuv's default pool of four: were each a pool thread, Node's
     // own fs and crypto work below would queue behind them until they time out.
     const waits = [
       ...Array.from({ length: 4 }, () => bridge.nextWake(3_000)),
-      ...Array.from({ length: 4 }, () => plane.nextAccepted(3_000)),
+      ...Array.from({ length: 4 }, () => agent.nextAccepted(3_000)),
     ];
     const nodeWork = Promise.all([
       readFile(new URL(import.meta.url)),

@@ -16,6 +16,8 @@
 //! - [`plane`]: `TaskPlane` (intake, reads, the operator's views, checkpoints, evidence).
 //! - [`delivery`]: `TaskPlane`'s outbound delivery calls and their inputs and results.
 //! - [`bridge`]: `AgentBridge`, the resident agent's wake queue and its four tools.
+//! - [`embedder`]: `EmbedderAgent`, the agent API without turn authority for embedders
+//!   that run their own agent without Pi (never the resident's way to act).
 //! - [`inspector`]: `StoreInspector`, the operator's read-only view of a root.
 //! - [`listener`]: `A2AListener` and its options.
 //! - [`logging`]: the process's log sink and startup warnings.
@@ -183,6 +185,7 @@ macro_rules! js_enum {
 pub mod bridge;
 pub mod convert;
 pub mod delivery;
+pub mod embedder;
 pub mod inspector;
 pub mod listener;
 pub mod logging;

@@ -3,18 +3,15 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 
-use napi::bindgen_prelude::{AsyncTask, PromiseRaw};
-use napi::Env;
+use napi::bindgen_prelude::AsyncTask;
 use napi_derive::napi;
 use serde_json::Value;
 
 use super::convert::{
-    activation, agent_artifact, agent_message, inbound_message, Acceptance, AcceptedTask,
-    ActivationInput, InspectedTask, TaskState, TaskSummary,
+    activation, inbound_message, Acceptance, ActivationInput, InspectedTask, TaskState, TaskSummary,
 };
-use super::{internal, invalid_arg, plane_error, spawn, Json, PlaneCall, Result, Settled};
+use super::{internal, invalid_arg, plane_error, Json, PlaneCall, Result};
 use crate::config;
-use crate::events::Accepted;
 use crate::plane::{self, PlaneOptions};
 use crate::record;
 use crate::wire;
@@ -40,24 +37,6 @@ impl From<Continuation> for record::Continuation {
     }
 }
 
-js_enum! {
-    [" How a Task ends when it does not complete: `rejected` (the agent declines the work) or"
-     " `failed`."]
-    pub enum UnsuccessfulOutcome for "outcome" {
-        Rejected = "rejected": " The agent declines the work.",
-        Failed = "failed": " The work failed.",
-    }
-}
-
-js_enum! {
-    [" What a paused Task waits for from its caller: `input_required` (an answer) or"
-     " `auth_required` (an authorization)."]
-    pub enum InterruptKind for "kind" {
-        InputRequired = "input_required": " An answer (TASK_STATE_INPUT_REQUIRED).",
-        AuthRequired = "auth_required": " An authorization (TASK_STATE_AUTH_REQUIRED).",
-    }
-}
-
 /// The store root the task plane uses when none is given: `CHANNELS_TASK_STORE_PATH`, else
 /// `${XDG_DATA_HOME:-$HOME/.local/share}/outfitter/channels/task-plane`.
 #[napi(catch_unwind)]
@@ -75,10 +54,8 @@ pub fn default_store_root() -> Result<String> {
 #[napi]
 pub struct TaskPlane {
     pub(super) plane: plane::TaskPlane,
-    accepted:
-        std::sync::Arc<tokio::sync::Mutex<Option<tokio::sync::broadcast::Receiver<Accepted>>>>,
-    /// Wakes `nextAccepted` waiters on `close()`.
-    closing: std::sync::Arc<tokio::sync::Notify>,
+    /// Wakes the embedder agents' `nextAccepted` waiters on `close()`.
+    pub(super) closing: std::sync::Arc<tokio::sync::Notify>,
 }
 
 #[napi]
@@ -92,12 +69,8 @@ impl TaskPlane {
             None => config::store_root(&config::process_env).map_err(invalid_arg)?,
         };
         let plane = plane::TaskPlane::open(&root, PlaneOptions::default()).map_err(plane_error)?;
-        let accepted = std::sync::Arc::new(tokio::sync::Mutex::new(Some(
-            plane.events().subscribe_accepted(),
-        )));
         Ok(TaskPlane {
             plane,
-            accepted,
             closing: std::sync::Arc::default(),
         })
     }
@@ -111,9 +84,6 @@ impl TaskPlane {
     /// Closes the store and releases the root's lock. Idempotent.
     #[napi(catch_unwind)]
     pub fn close(&self) {
-        if let Ok(mut receiver) = self.accepted.try_lock() {
-            receiver.take();
-        }
         self.plane.close();
         // After the plane reads as closed: a waiter that missed this sees it.
         self.closing.notify_waiters();
@@ -397,161 +367,6 @@ impl TaskPlane {
                 .advance_checkpoint(&principal, &source, &cursor, event_ids)
                 .map_err(plane_error)
         })
-    }
-
-    // ---- The trusted agent API (drivers of the agent; the Pi bridge adds turn authority) --
-
-    /// The next Task accepted since the plane opened (created or continued), or `null` when
-    /// none arrives within `timeoutMs` (default 1000) or the plane is closed.
-    #[napi(ts_return_type = "Promise<AcceptedTask | null>")]
-    pub fn next_accepted<'env>(
-        &self,
-        env: &'env Env,
-        timeout_ms: Option<u32>,
-    ) -> Result<PromiseRaw<'env, Settled<Option<AcceptedTask>>>> {
-        let (accepted, closing, plane) = (
-            self.accepted.clone(),
-            self.closing.clone(),
-            self.plane.clone(),
-        );
-        let deadline = tokio::time::Instant::now()
-            + std::time::Duration::from_millis(u64::from(timeout_ms.unwrap_or(1000)));
-        // Awaited on the addon's runtime: no thread waits, nothing polls.
-        spawn(env, async move {
-            let closed = closing.notified();
-            tokio::pin!(closed);
-            closed.as_mut().enable();
-            if plane.is_closed() {
-                return Ok(None);
-            }
-            let mut guard = tokio::select! {
-                guard = accepted.lock() => guard,
-                _ = &mut closed => return Ok(None),
-                _ = tokio::time::sleep_until(deadline) => return Ok(None),
-            };
-            let Some(receiver) = guard.as_mut() else {
-                return Ok(None);
-            };
-            loop {
-                tokio::select! {
-                    next = receiver.recv() => match next {
-                        Ok(a) => return Ok(Some(AcceptedTask {
-                            activation_id: a.activation_id,
-                            task_id: a.task_id,
-                            context_id: a.context_id,
-                        })),
-                        Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
-                        Err(tokio::sync::broadcast::error::RecvError::Closed) => return Ok(None),
-                    },
-                    _ = &mut closed => return Ok(None),
-                    _ = tokio::time::sleep_until(deadline) => return Ok(None),
-                }
-            }
-        })
-    }
-
-    /// Any Task as an A2A `Task` (agent side: no principal check), or `null`.
-    #[napi(ts_return_type = "Promise<Record<string, unknown> | null>")]
-    pub fn read_task(
-        &self,
-        task_id: String,
-        history_length: Option<u32>,
-    ) -> AsyncTask<PlaneCall<Option<Json>>> {
-        let plane = self.plane.clone();
-        PlaneCall::new(move || {
-            let task = plane
-                .task(&task_id, history_length, true)
-                .map_err(plane_error)?;
-            task.map(|t| serde_json::to_value(wire::convert::task_to_wire(&t)).map(Json))
-                .transpose()
-                .map_err(internal)
-        })
-    }
-
-    /// SUBMITTED → WORKING.
-    #[napi(ts_return_type = "Promise<void>")]
-    pub fn start_work(&self, task_id: String) -> AsyncTask<PlaneCall<()>> {
-        let plane = self.plane.clone();
-        PlaneCall::new(move || plane.start_work(&task_id).map(|_| ()).map_err(plane_error))
-    }
-
-    /// Records one artifact (an A2A `Artifact`) while the Task is WORKING.
-    #[napi(ts_return_type = "Promise<void>")]
-    pub fn record_artifact(
-        &self,
-        task_id: String,
-        artifact: Value,
-    ) -> Result<AsyncTask<PlaneCall<()>>> {
-        let artifact = agent_artifact(artifact)?;
-        let plane = self.plane.clone();
-        Ok(PlaneCall::new(move || {
-            plane
-                .record_artifact(&task_id, artifact)
-                .map_err(plane_error)
-        }))
-    }
-
-    /// Records `artifacts` in order, then COMPLETED with `message` (an agent Message).
-    #[napi(ts_return_type = "Promise<void>")]
-    pub fn complete(
-        &self,
-        task_id: String,
-        artifacts: Vec<Value>,
-        message: Option<Value>,
-    ) -> Result<AsyncTask<PlaneCall<()>>> {
-        let artifacts = artifacts
-            .into_iter()
-            .map(agent_artifact)
-            .collect::<Result<Vec<_>>>()?;
-        let message = message.map(agent_message).transpose()?;
-        let plane = self.plane.clone();
-        Ok(PlaneCall::new(move || {
-            plane
-                .complete(&task_id, artifacts, message)
-                .map_err(plane_error)
-        }))
-    }
-
-    /// Settles the Task as rejected or failed with `message` as the reason.
-    #[napi(ts_return_type = "Promise<void>")]
-    pub fn finish(
-        &self,
-        task_id: String,
-        outcome: UnsuccessfulOutcome,
-        message: Value,
-    ) -> Result<AsyncTask<PlaneCall<()>>> {
-        let state = match outcome {
-            UnsuccessfulOutcome::Rejected => record::TaskState::Rejected,
-            UnsuccessfulOutcome::Failed => record::TaskState::Failed,
-        };
-        let message = agent_message(message)?;
-        let plane = self.plane.clone();
-        Ok(PlaneCall::new(move || {
-            plane
-                .finish_unsuccessfully(&task_id, state, message)
-                .map_err(plane_error)
-        }))
-    }
-
-    /// Pauses the Task on its caller (for input or for authorization) with `message`.
-    #[napi(ts_return_type = "Promise<void>")]
-    pub fn require_input(
-        &self,
-        task_id: String,
-        kind: InterruptKind,
-        message: Value,
-    ) -> Result<AsyncTask<PlaneCall<()>>> {
-        let kind = match kind {
-            InterruptKind::InputRequired => plane::InterruptKind::InputRequired,
-            InterruptKind::AuthRequired => plane::InterruptKind::AuthRequired,
-        };
-        let message = agent_message(message)?;
-        let plane = self.plane.clone();
-        Ok(PlaneCall::new(move || {
-            plane
-                .require_input(&task_id, kind, message, None)
-                .map_err(plane_error)
-        }))
     }
 }
 
