@@ -39,17 +39,19 @@ export type A2aListener = A2AListener
 /**
  * The resident-agent bridge: the durable wake queue, turn authority, and the four agent
  * tools (every tool checks that its Task is the active turn's). Start it in
- * `session_start` after opening the plane; close it in `session_shutdown` first.
+ * `session_start` after opening the plane (`await AgentBridge.start(plane)`); close it in
+ * `session_shutdown` first.
  *
  * A tool call for a Task that is not the active turn's rejects with `code`
  * `FAILED_PRECONDITION` and changes nothing; other errors carry the codes `TaskPlane`'s do.
  */
 export declare class AgentBridge {
   /**
-   * Starts the queue over `plane`: replays eligible activations, then admits new ones.
-   * The workflow outputs come from `A2A_WORKFLOW_MANIFEST` / `A2A_WORKFLOW`.
+   * Starts the queue over `plane`: replays eligible activations, then admits new ones
+   * (off the JS thread: a replay that overflows the queue writes). The workflow outputs
+   * come from `A2A_WORKFLOW_MANIFEST` / `A2A_WORKFLOW`.
    */
-  static start(plane: TaskPlane): AgentBridge
+  static start(plane: TaskPlane): Promise<AgentBridge>
   /**
    * The next wake, durably delivered (the Task is WORKING and is now the turn's
    * authority); `null` after `timeoutMs` (default 1000) or once closed.
@@ -164,7 +166,8 @@ export declare class StoreInspector {
 
 /**
  * An open task plane: the durable store of one root. Open it in Pi's `session_start`
- * and close it in `session_shutdown`; a second open of the same root fails until then.
+ * (`await TaskPlane.open()`) and close it in `session_shutdown`; a second open of the same
+ * root fails until then.
  *
  * Every error it throws or rejects with has a `code`: the A2A reason the HTTP listener
  * gives the same error (`TASK_NOT_FOUND`, `DUPLICATE_MESSAGE_ID`, `FAILED_PRECONDITION`,
@@ -191,9 +194,10 @@ export declare class TaskPlane {
   embedderAgent(): EmbedderAgent
   /**
    * Opens the store at `root` (default: `defaultStoreRoot()`), takes its lock, and runs
-   * startup recovery and compaction.
+   * startup recovery and compaction (writes: off the JS thread, like every write).
+   * Rejects while another process or handle holds the root.
    */
-  static open(root?: string | undefined | null): TaskPlane
+  static open(root?: string | undefined | null): Promise<TaskPlane>
   /** The store root. */
   get root(): string
   /** Closes the store and releases the root's lock. Idempotent. */

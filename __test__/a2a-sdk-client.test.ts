@@ -95,7 +95,7 @@ async function runAgent(): Promise<void> {
 before(async () => {
   const credentials = join(dir, "credentials.json");
   writeFileSync(credentials, JSON.stringify({ credentials: [{ token: TOKEN, principal: "sdk-user" }, { token: "other-token-0123456789", principal: "other" }] }));
-  plane = TaskPlane.open(join(dir, "store"));
+  plane = await TaskPlane.open(join(dir, "store"));
   agent = plane.embedderAgent();
   listener = A2AListener.start(plane, { port: 0, credentialsPath: credentials, blockingTimeoutMs: 5000 });
   agentLoop = runAgent();

@@ -50,7 +50,7 @@ async function reason(res: Response): Promise<string> {
 
 test("a plane error's code is the A2A reason the listener gives the same error", async () => {
   const { dir, root, credentials } = setup();
-  const plane = TaskPlane.open(root);
+  const plane = await TaskPlane.open(root);
   const listener = A2AListener.start(plane, { port: 0, credentialsPath: credentials });
   const http = (path: string, body?: unknown) =>
     fetch(`${listener.url}${path}`, {
@@ -87,8 +87,8 @@ test("a plane error's code is the A2A reason the listener gives the same error",
 
 test("a tool call without turn authority is FAILED_PRECONDITION and changes nothing", async () => {
   const { dir, root } = setup();
-  const plane = TaskPlane.open(root);
-  const bridge = AgentBridge.start(plane);
+  const plane = await TaskPlane.open(root);
+  const bridge = await AgentBridge.start(plane);
   try {
     // Nothing takes a wake (no driver calls nextWake), so no turn is active.
     const { taskId } = await plane.acceptInContext("alice", message("m-1", "work"));
@@ -116,8 +116,8 @@ test("a tool call without turn authority is FAILED_PRECONDITION and changes noth
 
 test("an invalid enum argument is INVALID_ARGUMENT, naming the parameter and its values", async () => {
   const { dir, root } = setup();
-  const plane = TaskPlane.open(root);
-  const bridge = AgentBridge.start(plane);
+  const plane = await TaskPlane.open(root);
+  const bridge = await AgentBridge.start(plane);
   const inspector = StoreInspector.open(root);
   try {
     const continuation = await failure(() => plane.registerSource("mail", "sometimes" as Continuation));
@@ -163,7 +163,7 @@ test("an invalid enum argument is INVALID_ARGUMENT, naming the parameter and its
 
 test("calls awaited on the addon's runtime reject with the code too", async () => {
   const { dir, root } = setup();
-  const plane = TaskPlane.open(root);
+  const plane = await TaskPlane.open(root);
   try {
     const request: DeliveryInput = {
       deliveryId: "d-1",
@@ -187,7 +187,7 @@ test("calls awaited on the addon's runtime reject with the code too", async () =
 
 test("a closed plane is UNAVAILABLE; a closed inspector FAILED_PRECONDITION", async () => {
   const { dir, root } = setup();
-  const plane = TaskPlane.open(root);
+  const plane = await TaskPlane.open(root);
   plane.close();
   try {
     const closed = await failure(() => plane.getTask("alice", "t-1"));

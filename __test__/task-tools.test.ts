@@ -16,8 +16,8 @@ type Tool = { name: string; execute: (id: string, params: Record<string, unknown
 
 test("the extension's tools refuse to act on a Task that has no active turn", async () => {
   const dir = mkdtempSync(join(tmpdir(), "tp-tools-"));
-  const plane = TaskPlane.open(join(dir, "store"));
-  const bridge = AgentBridge.start(plane);
+  const plane = await TaskPlane.open(join(dir, "store"));
+  const bridge = await AgentBridge.start(plane);
   const tools = new Map<string, Tool>();
   const pi = { registerTool: (tool: Tool) => void tools.set(tool.name, tool) } as unknown as ExtensionAPI;
   registerTaskTools(pi, () => bridge);

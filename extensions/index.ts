@@ -107,8 +107,8 @@ export default function a2aTaskPlane(pi: ExtensionAPI): void {
       ui.notify(warning, "warning");
     }
     try {
-      plane = TaskPlane.open();
-      bridge = AgentBridge.start(plane);
+      plane = await TaskPlane.open();
+      bridge = await AgentBridge.start(plane);
       if (listenerEnabled()) listener = A2AListener.start(plane);
     } catch (err) {
       await closeAll();

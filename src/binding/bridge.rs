@@ -79,7 +79,8 @@ pub struct OutputInput {
 
 /// The resident-agent bridge: the durable wake queue, turn authority, and the four agent
 /// tools (every tool checks that its Task is the active turn's). Start it in
-/// `session_start` after opening the plane; close it in `session_shutdown` first.
+/// `session_start` after opening the plane (`await AgentBridge.start(plane)`); close it in
+/// `session_shutdown` first.
 ///
 /// A tool call for a Task that is not the active turn's rejects with `code`
 /// `FAILED_PRECONDITION` and changes nothing; other errors carry the codes `TaskPlane`'s do.
@@ -92,16 +93,21 @@ pub struct AgentBridge {
 
 #[napi]
 impl AgentBridge {
-    /// Starts the queue over `plane`: replays eligible activations, then admits new ones.
-    /// The workflow outputs come from `A2A_WORKFLOW_MANIFEST` / `A2A_WORKFLOW`.
-    #[napi(factory, catch_unwind)]
-    pub fn start(plane: &TaskPlane) -> Result<AgentBridge> {
-        let queue = crate::wake::WakeQueue::start(plane.plane.clone()).map_err(plane_error)?;
+    /// Starts the queue over `plane`: replays eligible activations, then admits new ones
+    /// (off the JS thread: a replay that overflows the queue writes). The workflow outputs
+    /// come from `A2A_WORKFLOW_MANIFEST` / `A2A_WORKFLOW`.
+    #[napi(ts_return_type = "Promise<AgentBridge>")]
+    pub fn start(plane: &TaskPlane) -> AsyncTask<PlaneCall<AgentBridge>> {
+        let plane = plane.plane.clone();
+        // Read here, on the JS thread, where Node changes the environment.
         let outputs = crate::tools::manifest::load(&config::process_env);
-        Ok(AgentBridge {
-            tools: crate::tools::AgentTools::new(queue.clone(), outputs),
-            queue,
-            watch: Mutex::new(None),
+        PlaneCall::new(move || {
+            let queue = crate::wake::WakeQueue::start(plane).map_err(plane_error)?;
+            Ok(AgentBridge {
+                tools: crate::tools::AgentTools::new(queue.clone(), outputs),
+                queue,
+                watch: Mutex::new(None),
+            })
         })
     }
 

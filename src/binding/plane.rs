@@ -46,7 +46,8 @@ pub fn default_store_root() -> Result<String> {
 }
 
 /// An open task plane: the durable store of one root. Open it in Pi's `session_start`
-/// and close it in `session_shutdown`; a second open of the same root fails until then.
+/// (`await TaskPlane.open()`) and close it in `session_shutdown`; a second open of the same
+/// root fails until then.
 ///
 /// Every error it throws or rejects with has a `code`: the A2A reason the HTTP listener
 /// gives the same error (`TASK_NOT_FOUND`, `DUPLICATE_MESSAGE_ID`, `FAILED_PRECONDITION`,
@@ -61,18 +62,22 @@ pub struct TaskPlane {
 #[napi]
 impl TaskPlane {
     /// Opens the store at `root` (default: `defaultStoreRoot()`), takes its lock, and runs
-    /// startup recovery and compaction.
-    #[napi(factory, catch_unwind)]
-    pub fn open(root: Option<String>) -> Result<TaskPlane> {
+    /// startup recovery and compaction (writes: off the JS thread, like every write).
+    /// Rejects while another process or handle holds the root.
+    #[napi(ts_return_type = "Promise<TaskPlane>")]
+    pub fn open(root: Option<String>) -> Result<AsyncTask<PlaneCall<TaskPlane>>> {
         let root = match root {
             Some(root) => PathBuf::from(root),
             None => config::store_root(&config::process_env).map_err(invalid_arg)?,
         };
-        let plane = plane::TaskPlane::open(&root, PlaneOptions::default()).map_err(plane_error)?;
-        Ok(TaskPlane {
-            plane,
-            closing: std::sync::Arc::default(),
-        })
+        Ok(PlaneCall::new(move || {
+            let plane =
+                plane::TaskPlane::open(&root, PlaneOptions::default()).map_err(plane_error)?;
+            Ok(TaskPlane {
+                plane,
+                closing: std::sync::Arc::default(),
+            })
+        }))
     }
 
     /// The store root.
