@@ -78,6 +78,16 @@ test("a plane error's code is the A2A reason the listener gives the same error",
     const badPrincipal = await failure(() => plane.acceptInContext("bad principal", message("m-2", "x")));
     assert.equal(badPrincipal.code, "INVALID_ARGUMENT");
     assert.match(badPrincipal.message, /invalid `principal`/);
+    // The role of a message is the plane's rule too, for the caller's and the agent's.
+    const agentRole = await failure(() => plane.acceptInContext("alice", { ...message("m-3", "x"), role: "ROLE_AGENT" }));
+    assert.equal(agentRole.code, "INVALID_ARGUMENT");
+    assert.match(agentRole.message, /invalid `message.role`: an inbound message is the caller's: ROLE_USER/);
+    const agent = plane.embedderAgent();
+    const { taskId } = await plane.acceptInContext("alice", message("m-4", "work"));
+    await agent.startWork(taskId!);
+    const userRole = await failure(() => agent.finish(taskId!, "failed", { role: "ROLE_USER", parts: [{ text: "no" }] }));
+    assert.equal(userRole.code, "INVALID_ARGUMENT");
+    assert.match(userRole.message, /invalid `message`: must be an agent message/);
   } finally {
     listener.close();
     plane.close();

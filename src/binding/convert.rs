@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use super::{internal, invalid_arg, Failure, Result};
 use crate::plane;
-use crate::record::{self, ArtifactRecord, MessageRecord, Role};
+use crate::record::{self, ArtifactRecord, MessageRecord};
 use crate::wire;
 
 js_enum! {
@@ -124,20 +124,24 @@ pub struct Acceptance {
     pub direct_reply: Option<Value>,
 }
 
-impl From<plane::Acceptance> for Acceptance {
-    fn from(a: plane::Acceptance) -> Self {
-        let direct_reply = a.direct_reply.as_ref().map(|m| {
-            serde_json::to_value(wire::convert::message_to_wire(m, &a.context_id, None))
-                .unwrap_or(Value::Null)
-        });
-        Acceptance {
+impl TryFrom<plane::Acceptance> for Acceptance {
+    type Error = Failure;
+
+    fn try_from(a: plane::Acceptance) -> Result<Self> {
+        let direct_reply = a
+            .direct_reply
+            .as_ref()
+            .map(|m| serde_json::to_value(wire::convert::message_to_wire(m, &a.context_id, None)))
+            .transpose()
+            .map_err(internal)?;
+        Ok(Acceptance {
             activation_id: a.activation_id,
             task_id: a.task_id,
             context_id: a.context_id,
             disposition: a.disposition.into(),
             state: a.state.map(TaskState::from),
             direct_reply,
-        }
+        })
     }
 }
 
@@ -170,11 +174,7 @@ pub(super) fn inbound_message(
             e.field, e.message
         ))
     })?;
-    if record.role != Role::User {
-        return Err(invalid_arg(
-            "invalid Message: field `role`: an inbound message is ROLE_USER",
-        ));
-    }
+    // Its role (ROLE_USER) is the plane's rule, checked at intake.
     Ok((record, context_id, task_id))
 }
 
@@ -195,7 +195,8 @@ pub(super) fn activation(input: ActivationInput) -> Result<plane::Activation> {
     })
 }
 
-/// An agent-side message (`ROLE_AGENT`); a missing `messageId` is minted.
+/// An agent-side message; a missing `messageId` is minted and a missing `role` is
+/// `ROLE_AGENT` (the plane refuses any other role).
 pub(super) fn agent_message(mut value: Value) -> Result<MessageRecord> {
     if let Value::Object(map) = &mut value {
         map.entry("messageId")
@@ -210,11 +211,6 @@ pub(super) fn agent_message(mut value: Value) -> Result<MessageRecord> {
             e.field, e.message
         ))
     })?;
-    if record.role != Role::Agent {
-        return Err(invalid_arg(
-            "invalid Message: field `role`: the agent's messages are ROLE_AGENT",
-        ));
-    }
     Ok(record)
 }
 

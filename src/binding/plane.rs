@@ -118,8 +118,8 @@ impl TaskPlane {
         Ok(PlaneCall::new(move || {
             plane
                 .accept(activation)
-                .map(Acceptance::from)
                 .map_err(plane_error)
+                .and_then(Acceptance::try_from)
         }))
     }
 
@@ -135,8 +135,8 @@ impl TaskPlane {
         Ok(PlaneCall::new(move || {
             plane
                 .continue_activation(activation)
-                .map(Acceptance::from)
                 .map_err(plane_error)
+                .and_then(Acceptance::try_from)
         }))
     }
 
@@ -160,8 +160,8 @@ impl TaskPlane {
                     record,
                     Vec::new(),
                 )
-                .map(Acceptance::from)
                 .map_err(plane_error)
+                .and_then(Acceptance::try_from)
         }))
     }
 
@@ -183,8 +183,8 @@ impl TaskPlane {
         Ok(PlaneCall::new(move || {
             plane
                 .accept_in_context(&principal, context_id.as_deref(), record, Vec::new())
-                .map(Acceptance::from)
                 .map_err(plane_error)
+                .and_then(Acceptance::try_from)
         }))
     }
 
@@ -201,8 +201,8 @@ impl TaskPlane {
         Ok(PlaneCall::new(move || {
             plane
                 .create_task(&principal, &context_id, record)
-                .map(Acceptance::from)
                 .map_err(plane_error)
+                .and_then(Acceptance::try_from)
         }))
     }
 
@@ -225,8 +225,8 @@ impl TaskPlane {
         Ok(PlaneCall::new(move || {
             plane
                 .respond_directly(&principal, context_id.as_deref(), record, reply)
-                .map(Acceptance::from)
                 .map_err(plane_error)
+                .and_then(Acceptance::try_from)
         }))
     }
 
