@@ -39,14 +39,19 @@ export type A2aListener = A2AListener
 /**
  * The resident-agent bridge: the durable wake queue, turn authority, and the four agent
  * tools (every tool checks that its Task is the active turn's). Start it in
- * `session_start` after opening the plane; close it in `session_shutdown` first.
+ * `session_start` after opening the plane (`await AgentBridge.start(plane)`); close it in
+ * `session_shutdown` first.
+ *
+ * A tool call for a Task that is not the active turn's rejects with `code`
+ * `FAILED_PRECONDITION` and changes nothing; other errors carry the codes `TaskPlane`'s do.
  */
 export declare class AgentBridge {
   /**
-   * Starts the queue over `plane`: replays eligible activations, then admits new ones.
-   * The workflow outputs come from `A2A_WORKFLOW_MANIFEST` / `A2A_WORKFLOW`.
+   * Starts the queue over `plane`: replays eligible activations, then admits new ones
+   * (off the JS thread: a replay that overflows the queue writes). The workflow outputs
+   * come from `A2A_WORKFLOW_MANIFEST` / `A2A_WORKFLOW`.
    */
-  static start(plane: TaskPlane): AgentBridge
+  static start(plane: TaskPlane): Promise<AgentBridge>
   /**
    * The next wake, durably delivered (the Task is WORKING and is now the turn's
    * authority); `null` after `timeoutMs` (default 1000) or once closed.
@@ -56,7 +61,7 @@ export declare class AgentBridge {
    * Ends the active turn: `ended` (the session's turn ran to its end) or `failed`, with
    * `reason` (why it failed: logged, and told to the caller in the Task's status).
    */
-  turnEnded(taskId: string, outcome: "ended" | "failed", reason?: string | undefined | null): Promise<void>
+  turnEnded(taskId: string, outcome: TurnOutcome, reason?: string | undefined | null): Promise<void>
   /**
    * Holds the queue while the agent cannot work Tasks (`reason`: why, e.g. no usable
    * model; each waiting Task's status then says so), or releases it (`null`).
@@ -86,7 +91,7 @@ export declare class AgentBridge {
    * `a2a_complete_task`: `completed` (outputs, then the response, as artifacts) or
    * `rejected` (the response is the reason).
    */
-  completeTask(taskId: string, outcome: string, response: string, outputs?: Array<OutputInput> | undefined | null): Promise<void>
+  completeTask(taskId: string, outcome: CompletionOutcome, response: string, outputs?: Array<OutputInput> | undefined | null): Promise<void>
   /** `a2a_record_output`: one declared output while the Task is WORKING. */
   recordOutput(taskId: string, output: string, value: any): Promise<void>
   /**
@@ -99,6 +104,35 @@ export declare class AgentBridge {
    * watcher stops. Idempotent.
    */
   close(): void
+}
+
+/**
+ * The agent API without turn authority, for an embedder that runs its own concurrent
+ * agent without Pi (benchmarks, conformance runs against the official A2A clients): it
+ * takes accepted Tasks and works them directly. It bypasses the resident's turn
+ * authority, so it is never the resident's way to act: a Pi session works its Task through
+ * `AgentBridge`, whose tools refuse any Task but the active turn's. Obtain it with
+ * `TaskPlane.embedderAgent()`.
+ */
+export declare class EmbedderAgent {
+  /**
+   * The next Task accepted (created or continued) since this agent was obtained, or
+   * `null` when none arrives within `timeoutMs` (default 1000) or the plane is closed.
+   * Concurrent calls share the acceptances: each goes to one of them.
+   */
+  nextAccepted(timeoutMs?: number | undefined | null): Promise<AcceptedTask | null>
+  /** Any Task as an A2A `Task` (agent side: no principal check), or `null`. */
+  readTask(taskId: string, historyLength?: number | undefined | null): Promise<Record<string, unknown> | null>
+  /** SUBMITTED → WORKING. */
+  startWork(taskId: string): Promise<void>
+  /** Records one artifact (an A2A `Artifact`) while the Task is WORKING. */
+  recordArtifact(taskId: string, artifact: any): Promise<void>
+  /** Records `artifacts` in order, then COMPLETED with `message` (an agent Message). */
+  complete(taskId: string, artifacts: Array<any>, message?: any | undefined | null): Promise<void>
+  /** Settles the Task as rejected or failed with `message` as the reason. */
+  finish(taskId: string, outcome: UnsuccessfulOutcome, message: any): Promise<void>
+  /** Pauses the Task on its caller (for input or for authorization) with `message`. */
+  requireInput(taskId: string, kind: InterruptKind, message: any): Promise<void>
 }
 
 /**
@@ -132,24 +166,45 @@ export declare class StoreInspector {
 
 /**
  * An open task plane: the durable store of one root. Open it in Pi's `session_start`
- * and close it in `session_shutdown`; a second open of the same root fails until then.
+ * (`await TaskPlane.open()`) and close it in `session_shutdown`; a second open of the same
+ * root fails until then.
+ *
+ * Every error it throws or rejects with has a `code`: the A2A reason the HTTP listener
+ * gives the same error (`TASK_NOT_FOUND`, `DUPLICATE_MESSAGE_ID`, `FAILED_PRECONDITION`,
+ * `UNAVAILABLE`, ...) or `INVALID_ARGUMENT` for a bad argument (see the README's table).
  */
 export declare class TaskPlane {
   /**
-   * Opens the store at `root` (default: `defaultStoreRoot()`), takes its lock, and runs
-   * startup recovery and compaction.
+   * Starts a delivery. Concurrent calls for the same delivery id wait for each other and
+   * share one outcome. `canLookUp`: you have the source's reconciler for `lookup`.
    */
-  static open(root?: string | undefined | null): TaskPlane
+  beginDelivery(request: DeliveryInput, canLookUp?: boolean | undefined | null): Promise<DeliveryStep>
+  /**
+   * The reconciler's answer after `lookup`: `{providerResponseId}` found, `{}` not
+   * found (send now), `{error}` the lookup failed (ambiguous).
+   */
+  resolveLookup(request: DeliveryInput, providerResponseId?: string | undefined | null, error?: string | undefined | null): Promise<DeliveryStep>
+  /** Records how the mutation went (after `send`) and releases the delivery id. */
+  finishDelivery(request: DeliveryInput, result: SendResult): Promise<DeliveryResult>
+  /**
+   * An agent API without turn authority, for an embedder that runs its own agent
+   * without Pi (see `EmbedderAgent`); it sees the Tasks accepted from now on. Never the
+   * resident's way to act: Pi's tools go through `AgentBridge`.
+   */
+  embedderAgent(): EmbedderAgent
+  /**
+   * Opens the store at `root` (default: `defaultStoreRoot()`), takes its lock, and runs
+   * startup recovery and compaction (writes: off the JS thread, like every write).
+   * Rejects while another process or handle holds the root.
+   */
+  static open(root?: string | undefined | null): Promise<TaskPlane>
   /** The store root. */
   get root(): string
   /** Closes the store and releases the root's lock. Idempotent. */
   close(): void
   get closed(): boolean
-  /**
-   * Registers a source and its continuation method: `none`, `reply_anchors` or
-   * `explicit_task_id`.
-   */
-  registerSource(source: string, continuation: string): void
+  /** Registers a source and how a reply on it continues a Task. */
+  registerSource(source: string, continuation: Continuation): void
   /** A native provider event that is not a reply: a new Task in its conversation's context. */
   accept(activationInput: ActivationInput): Promise<Acceptance>
   /**
@@ -191,10 +246,10 @@ export declare class TaskPlane {
   sessionFile(taskId: string): string | null
   /**
    * The operator's view: the newest-status Tasks of every principal (at most `limit`,
-   * default 20), optionally only those in `state` (`TASK_STATE_WORKING` or `working`).
-   * Never expose this to callers: it crosses principals.
+   * default 20), optionally only those in `state` (`TASK_STATE_WORKING`; the short
+   * `working` is taken too). Never expose this to callers: it crosses principals.
    */
-  recentTasks(state?: string | undefined | null, limit?: number | undefined | null): Promise<TaskSummary[]>
+  recentTasks(state?: TaskState | undefined | null, limit?: number | undefined | null): Promise<TaskSummary[]>
   /**
    * The operator's view of one Task, whoever owns it, or `null`. Never expose this to
    * callers: it crosses principals.
@@ -211,35 +266,6 @@ export declare class TaskPlane {
   checkpoint(principal: string, source: string): Promise<string | null>
   /** Advances a source's cursor once every event it selected has been accepted. */
   advanceCheckpoint(principal: string, source: string, cursor: string, eventIds: Array<string>): Promise<void>
-  /**
-   * Starts a delivery. Concurrent calls for the same delivery id wait for each other and
-   * share one outcome. `canLookUp`: you have the source's reconciler for `lookup`.
-   */
-  beginDelivery(request: DeliveryInput, canLookUp?: boolean | undefined | null): Promise<DeliveryStep>
-  /**
-   * The reconciler's answer after `lookup`: `{providerResponseId}` found, `{}` not
-   * found (send now), `{error}` the lookup failed (ambiguous).
-   */
-  resolveLookup(request: DeliveryInput, providerResponseId?: string | undefined | null, error?: string | undefined | null): Promise<DeliveryStep>
-  /** Records how the mutation went (after `send`) and releases the delivery id. */
-  finishDelivery(request: DeliveryInput, result: SendResult): Promise<DeliveryResult>
-  /**
-   * The next Task accepted since the plane opened (created or continued), or `null` when
-   * none arrives within `timeoutMs` (default 1000) or the plane is closed.
-   */
-  nextAccepted(timeoutMs?: number | undefined | null): Promise<AcceptedTask | null>
-  /** Any Task as an A2A `Task` (agent side: no principal check), or `null`. */
-  readTask(taskId: string, historyLength?: number | undefined | null): Promise<Record<string, unknown> | null>
-  /** SUBMITTED → WORKING. */
-  startWork(taskId: string): Promise<void>
-  /** Records one artifact (an A2A `Artifact`) while the Task is WORKING. */
-  recordArtifact(taskId: string, artifact: any): Promise<void>
-  /** Records `artifacts` in order, then COMPLETED with `message` (an agent Message). */
-  complete(taskId: string, artifacts: Array<any>, message?: any | undefined | null): Promise<void>
-  /** Settles the Task as `rejected` or `failed` with `message` as the reason. */
-  finish(taskId: string, outcome: string, message: any): Promise<void>
-  /** Pauses the Task on its caller (`input_required` or `auth_required`) with `message`. */
-  requireInput(taskId: string, kind: string, message: any): Promise<void>
 }
 
 /** The durable outcome of an intake, returned only after it is committed. */
@@ -248,10 +274,9 @@ export interface Acceptance {
   /** Absent for a direct Message outcome. */
   taskId?: string
   contextId: string
-  /** `created`, `continued` or `duplicate`. */
-  disposition: string
-  /** The Task's current state as an A2A name (`TASK_STATE_SUBMITTED`, ...). */
-  state?: string
+  disposition: Disposition
+  /** The Task's current state. */
+  state?: TaskState
   /** The direct Message outcome (an A2A Message), verbatim. */
   directReply?: any
 }
@@ -282,6 +307,12 @@ export interface ActivationInput {
 }
 
 /**
+ * How `a2a_complete_task` settles the Task: `completed` (the outputs, then the response,
+ * as artifacts) or `rejected` (the response is the reason).
+ */
+export type CompletionOutcome = 'completed' | 'rejected'
+
+/**
  * Points this process's structured log lines (Rust's and `log()`'s) at a size-bounded,
  * rotating file and, optionally, stderr; filtered by `A2A_LOG` (EnvFilter syntax, default
  * `info`). Whether lines go to stderr is always applied, whatever else fails; an unusable
@@ -289,6 +320,13 @@ export interface ActivationInput {
  * problem is returned. Before the first call lines go to stderr only.
  */
 export declare function configureLogging(options: LoggingOptions): LoggingConfigured
+
+/**
+ * How a reply on a source continues a Task: `none` (never: every event is new work),
+ * `reply_anchors` (through a verified reply anchor) or `explicit_task_id` (an authorized
+ * explicit taskId, as in the A2A binding).
+ */
+export type Continuation = 'none' | 'reply_anchors' | 'explicit_task_id'
 
 /**
  * The store root the task plane uses when none is given: `CHANNELS_TASK_STORE_PATH`, else
@@ -306,32 +344,42 @@ export interface DeliveryInput {
   operationId: string
   /** `sha256:<hex>` of the payload. */
   payloadDigest: string
-  /**
-   * `idempotency_key`, `lookup` or `ambiguous`: how a delivery found mid-send after a
-   * crash is recovered.
-   */
-  recovery: string
+  /** How a delivery found mid-send after a crash is recovered. */
+  recovery: Recovery
 }
+
+/**
+ * What to do next with a delivery: `send` (perform the mutation, then `finishDelivery`),
+ * `lookup` (ask the reconciler, then `resolveLookup`) or `finished` (see `outcome`).
+ */
+export type DeliveryNext = 'send' | 'lookup' | 'finished'
 
 /** Where a delivery ended. */
 export interface DeliveryResult {
-  /** `delivered`, `not_sent` or `ambiguous` (final: never retried automatically). */
-  state: string
+  state: DeliveryState
   providerResponseId?: string
   /** Whether this call performed the mutation. */
   sentNow?: boolean
   detail?: string
 }
 
+/**
+ * Where a delivery ended (final: never retried automatically): `delivered`, `not_sent`
+ * (certainly not sent) or `ambiguous` (it may or may not have been sent).
+ */
+export type DeliveryState = 'delivered' | 'not_sent' | 'ambiguous'
+
 /** What to do next with a delivery. */
 export interface DeliveryStep {
-  /**
-   * `send` (perform the mutation, then `finishDelivery`), `lookup` (ask the reconciler,
-   * then `resolveLookup`) or `finished` (see `outcome`).
-   */
-  next: string
+  next: DeliveryNext
   outcome?: DeliveryResult
 }
+
+/**
+ * What an intake did: `created` a Task (or a direct Message outcome), `continued` a
+ * waiting Task, or found a `duplicate` (the prior outcome, returned again).
+ */
+export type Disposition = 'created' | 'continued' | 'duplicate'
 
 /** One Task with its owner, for the operator (`inspectTask`). */
 export interface InspectedTask {
@@ -343,13 +391,19 @@ export interface InspectedTask {
 
 /** What `StoreInspector.tasks` lists. */
 export interface InspectFilter {
-  /** `working` or `TASK_STATE_WORKING`, ... */
-  state?: string
+  /** Only Tasks in this state (`TASK_STATE_WORKING`; the short `working` is taken too). */
+  state?: TaskState
   principal?: string
   contextId?: string
   /** At most this many (default 50, at most 1000). */
   limit?: number
 }
+
+/**
+ * What a paused Task waits for from its caller: `input_required` (an answer) or
+ * `auth_required` (an authorization).
+ */
+export type InterruptKind = 'input_required' | 'auth_required'
 
 /**
  * Whether `A2A_SERVER` asks for the listener (`1`/`true`; `0`/`false`/unset: no). Throws
@@ -381,10 +435,10 @@ export interface ListenerOptions {
 
 /**
  * Writes one structured log line `{ts, level, event, ...fields}` through the same sink as
- * the Rust core, so an event name means one thing in both. `level`: `debug`, `info`
- * (default), `warn` or `error`. Secret-named fields (`token`, ...) are redacted.
+ * the Rust core, so an event name means one thing in both (`level` default `info`).
+ * Secret-named fields (`token`, ...) are redacted.
  */
-export declare function log(event: string, fields?: Record<string, unknown> | undefined | null, level?: "debug" | "info" | "warn" | "error" | undefined | null): void
+export declare function log(event: string, fields?: Record<string, unknown> | undefined | null, level?: LogLevel | undefined | null): void
 
 /** What `configureLogging` set up. */
 export interface LoggingConfigured {
@@ -413,6 +467,9 @@ export interface LoggingOptions {
   storeRoot?: string
 }
 
+/** The level of a log line. */
+export type LogLevel = 'debug' | 'info' | 'warn' | 'error'
+
 /**
  * Parses an A2A `Message` in ProtoJSON, checks its REQUIRED members, and returns it
  * re-encoded in canonical ProtoJSON (camelCase, defaults omitted). Throws an error that
@@ -437,6 +494,13 @@ export interface ReadTaskResult {
   text: string
   task: any
 }
+
+/**
+ * How a delivery found mid-send after a crash is recovered: `idempotency_key` (the
+ * provider deduplicates on the operation id: send again), `lookup` (ask the reconciler)
+ * or `ambiguous` (final, recorded with unhealthy evidence).
+ */
+export type Recovery = 'idempotency_key' | 'lookup' | 'ambiguous'
 
 /** How the provider mutation went: exactly one member. */
 export interface SendResult {
@@ -472,14 +536,19 @@ export interface StoreStats {
 
 /**
  * Something that happened to a Task: `state` is `null` for an arrival (a new message),
- * else the state (`TASK_STATE_COMPLETED`, ...) its status moved to, with the status
- * message's text.
+ * else the state its status moved to, with the status message's text.
  */
 export interface TaskActivity {
   taskId: string
-  state?: string
+  state?: TaskState
   message?: string
 }
+
+/**
+ * A Task's state as A2A names it. As an argument, the stored short name (`working`)
+ * is taken too.
+ */
+export type TaskState = 'TASK_STATE_SUBMITTED' | 'TASK_STATE_WORKING' | 'TASK_STATE_INPUT_REQUIRED' | 'TASK_STATE_AUTH_REQUIRED' | 'TASK_STATE_COMPLETED' | 'TASK_STATE_FAILED' | 'TASK_STATE_CANCELED' | 'TASK_STATE_REJECTED'
 
 /** One Task in the operator's view (`recentTasks`). */
 export interface TaskSummary {
@@ -487,12 +556,23 @@ export interface TaskSummary {
   principal: string
   contextId: string
   source: string
-  /** `TASK_STATE_WORKING`, ... */
-  state: string
+  state: TaskState
   /** When the status last changed (Unix ms). */
   statusMs: number
   createdMs: number
 }
+
+/**
+ * How a turn ended: `ended` (the session's turn ran to its end; the Task may or may not
+ * have been settled) or `failed` (a model or session error).
+ */
+export type TurnOutcome = 'ended' | 'failed'
+
+/**
+ * How a Task ends when it does not complete: `rejected` (the agent declines the work) or
+ * `failed`.
+ */
+export type UnsuccessfulOutcome = 'rejected' | 'failed'
 
 /** A wake handed to the driver: prompt this Task's session now. */
 export interface WakeInfo {

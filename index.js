@@ -773,18 +773,30 @@ if (
   }
 }
 
-const { A2AListener, A2aListener, AgentBridge, StoreInspector, TaskPlane, configureLogging, defaultStoreRoot, listenerEnabled, log, normalizeMessage, normalizeSendMessageRequest, protocolVersion, startupWarnings } = nativeBinding
+const { A2AListener, A2aListener, AgentBridge, EmbedderAgent, StoreInspector, TaskPlane, CompletionOutcome, configureLogging, Continuation, defaultStoreRoot, DeliveryNext, DeliveryState, Disposition, InterruptKind, listenerEnabled, log, LogLevel, normalizeMessage, normalizeSendMessageRequest, protocolVersion, Recovery, startupWarnings, TaskState, TurnOutcome, UnsuccessfulOutcome } = nativeBinding
 export { A2AListener }
 export { A2aListener }
 export { AgentBridge }
+export { EmbedderAgent }
 export { StoreInspector }
 export { TaskPlane }
+export { CompletionOutcome }
 export { configureLogging }
+export { Continuation }
 export { defaultStoreRoot }
+export { DeliveryNext }
+export { DeliveryState }
+export { Disposition }
+export { InterruptKind }
 export { listenerEnabled }
 export { log }
+export { LogLevel }
 export { normalizeMessage }
 export { normalizeSendMessageRequest }
 export { protocolVersion }
+export { Recovery }
 export { startupWarnings }
+export { TaskState }
+export { TurnOutcome }
+export { UnsuccessfulOutcome }
 export const __napiBindingTarget = __napiLoadedBindingTarget

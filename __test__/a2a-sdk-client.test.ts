@@ -1,6 +1,6 @@
 // The official @a2a-js/sdk client (REST transport, bearer token), unchanged, against our
-// listener on loopback, backed by the real addon. The agent is a scripted driver of the
-// plane's agent API (not Pi): what it does depends on the message text.
+// listener on loopback, backed by the real addon. The agent is a scripted embedder agent
+// (`plane.embedderAgent()`, not Pi): what it does depends on the message text.
 import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
@@ -16,11 +16,12 @@ import {
   DefaultAgentCardResolver,
   RestTransportFactory,
 } from "@a2a-js/sdk/client";
-import { A2AListener, TaskPlane } from "../index.js";
+import { A2AListener, type EmbedderAgent, TaskPlane } from "../index.js";
 
 const TOKEN = "sdk-test-token-0123456789";
 const dir = mkdtempSync(join(tmpdir(), "tp-sdk-"));
 let plane: TaskPlane;
+let agent: EmbedderAgent;
 let listener: A2AListener;
 let client: Client;
 let agentRunning = true;
@@ -75,26 +76,26 @@ function deadline(ms: number, what: string): Promise<never> {
  * test fails with it), except on a Task the test canceled under it. */
 async function runAgent(): Promise<void> {
   while (agentRunning) {
-    const accepted = await plane.nextAccepted(100);
+    const accepted = await agent.nextAccepted(100);
     if (!accepted) continue;
-    const task = (await plane.readTask(accepted.taskId)) as { history: { parts: { text?: string }[] }[] } | null;
+    const task = (await agent.readTask(accepted.taskId)) as { history: { parts: { text?: string }[] }[] } | null;
     const text = task?.history.at(-1)?.parts[0]?.text ?? "";
     const id = accepted.taskId;
     try {
       if (text.startsWith("ask")) {
-        await plane.startWork(id);
-        await plane.requireInput(id, "input_required", { parts: [{ text: "which one?" }] });
+        await agent.startWork(id);
+        await agent.requireInput(id, "input_required", { parts: [{ text: "which one?" }] });
       } else if (text.startsWith("work")) {
-        await plane.startWork(id);
+        await agent.startWork(id);
       } else {
         if (text.startsWith("gated")) await Promise.race([gate, deadline(20_000, "the test to open the gate")]);
-        await plane.startWork(id);
-        await plane.recordArtifact(id, { name: "progress", parts: [{ text: "half way" }] });
-        await plane.complete(id, [{ name: "answer", parts: [{ text: `echo: ${text}` }] }], { parts: [{ text: "done" }] });
+        await agent.startWork(id);
+        await agent.recordArtifact(id, { name: "progress", parts: [{ text: "half way" }] });
+        await agent.complete(id, [{ name: "answer", parts: [{ text: `echo: ${text}` }] }], { parts: [{ text: "done" }] });
       }
     } catch (err) {
       // A Task canceled under the agent refuses further work: that is what cancel is for.
-      const now = (await plane.readTask(id)) as { status?: { state?: string } } | null;
+      const now = (await agent.readTask(id)) as { status?: { state?: string } } | null;
       if (now?.status?.state !== "TASK_STATE_CANCELED") agentErrors.push(`task ${id} (script "${text}"): ${String(err)}`);
     }
   }
@@ -103,7 +104,8 @@ async function runAgent(): Promise<void> {
 before(async () => {
   const credentials = join(dir, "credentials.json");
   writeFileSync(credentials, JSON.stringify({ credentials: [{ token: TOKEN, principal: "sdk-user" }, { token: "other-token-0123456789", principal: "other" }] }));
-  plane = TaskPlane.open(join(dir, "store"));
+  plane = await TaskPlane.open(join(dir, "store"));
+  agent = plane.embedderAgent();
   listener = A2AListener.start(plane, { port: 0, credentialsPath: credentials, blockingTimeoutMs: 5000 });
   agentLoop = runAgent();
   client = await clientFor(TOKEN);

@@ -22,7 +22,7 @@ test("a malformed Message is an error that names the field", () => {
     () => normalizeMessage('{"messageId":"m","role":"ROLE_USER","parts":[{"text":7}]}'),
     (err: Error) => {
       assert.match(err.message, /invalid Message: field `parts\[0\]\.text`: invalid type: integer `7`, expected a string/);
-      assert.equal((err as Error & { code?: string }).code, "InvalidArg");
+      assert.equal((err as Error & { code?: string }).code, "INVALID_ARGUMENT");
       return true;
     },
   );

@@ -63,8 +63,8 @@ test("Pi's `unknown` placeholder is no model; a model without credentials is non
 
 test("the driver holds the queue without a usable model, releases it once one is selected, and a failed turn says why", async () => {
   const root = join(mkdtempSync(join(tmpdir(), "driver-")), "task-plane");
-  const plane = TaskPlane.open(root);
-  const bridge = AgentBridge.start(plane);
+  const plane = await TaskPlane.open(root);
+  const bridge = await AgentBridge.start(plane);
   const context = {
     cwd: root,
     model: { provider: "unknown", id: "unknown" } as unknown,

@@ -125,7 +125,7 @@ test("the headless resident runs with no terminal, completes a task, stops on SI
   assert.equal(exitCode, 0, resident.stderr());
   assert.match(resident.stderr(), /"event":"a2a_server_stopped"/);
   // Nothing lost: the store reopens (its lock was released) with both Tasks.
-  const plane = TaskPlane.open(resident.storeRoot);
+  const plane = await TaskPlane.open(resident.storeRoot);
   try {
     const done = await plane.getTask("ops", taskId);
     assert.equal((done?.status as { state: string }).state, "TASK_STATE_COMPLETED");
@@ -169,8 +169,8 @@ test("SIGTERM during a turn aborts it and leaves the task to be offered again at
     if (resident.child.exitCode === null) resident.child.kill("SIGKILL");
   }
   assert.match(resident.stderr(), /"event":"a2a_turn_aborted"/);
-  const plane = TaskPlane.open(resident.storeRoot);
-  const bridge = AgentBridge.start(plane);
+  const plane = await TaskPlane.open(resident.storeRoot);
+  const bridge = await AgentBridge.start(plane);
   try {
     assert.equal(((await plane.getTask("ops", taskId))?.status as { state: string }).state, "TASK_STATE_WORKING", "not settled");
     const wake = await bridge.nextWake(5_000);
@@ -185,7 +185,7 @@ test("SIGTERM during a turn aborts it and leaves the task to be offered again at
 test("a headless start failure is one line with the cause and the fix, and exit 1", async (t) => {
   await t.test("store root held by another process", async () => {
     const root = join(mkdtempSync(join(tmpdir(), "pi-headless-held-")), "task-plane");
-    const holder = TaskPlane.open(root);
+    const holder = await TaskPlane.open(root);
     try {
       const resident = startResident({}, root);
       const code = await stop(resident, 120_000);

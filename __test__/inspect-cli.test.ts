@@ -30,8 +30,8 @@ const snapshot = (root: string) =>
 
 test("the inspection CLI lists, shows, finds sessions, counts and checks, read-only", async () => {
   const root = join(mkdtempSync(join(tmpdir(), "inspect-")), "task-plane");
-  const plane = TaskPlane.open(root);
-  const bridge = AgentBridge.start(plane);
+  const plane = await TaskPlane.open(root);
+  const bridge = await AgentBridge.start(plane);
   let done = "";
   let waiting = "";
   try {

@@ -29,13 +29,13 @@ test("pi loads the package; the task plane opens on its store root and no listen
     assert.match(status, new RegExp(`store ${pi.storeRoot}`));
     assert.match(status, /No listener \(set A2A_SERVER=1/);
     // The root is held while Pi runs.
-    assert.throws(() => TaskPlane.open(pi.storeRoot), /already open/);
+    await assert.rejects(TaskPlane.open(pi.storeRoot), /already open/);
   } finally {
     assert.equal(await pi.close(), 0, pi.stderr);
   }
   assert.doesNotMatch(pi.stderr, /Extension error|Failed to load extension/);
   // ...and released on shutdown.
-  TaskPlane.open(pi.storeRoot).close();
+  (await TaskPlane.open(pi.storeRoot)).close();
 });
 
 test("with A2A_SERVER=1 the listener serves the card on loopback and stops with Pi", async () => {

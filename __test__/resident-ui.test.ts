@@ -103,7 +103,7 @@ test("the footer shows the listener and the queue; arrivals and settlements are 
     assert.match(shown, new RegExp(`Pi session: \\S+/sessions/${task.id}/\\S+\\.jsonl`));
     assert.match(shown, /pi --export/);
     const bad = await command(pi, "/a2a tasks sleeping", /invalid `state`/);
-    assert.match(bad, /use one of submitted, working/);
+    assert.match(bad, /use one of TASK_STATE_SUBMITTED, TASK_STATE_WORKING, .*, or the short names submitted, working/);
   } finally {
     assert.equal(await pi.close(), 0, pi.stderr);
   }

@@ -7,7 +7,7 @@ import { readFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import test from "node:test";
-import { A2AListener, AgentBridge, defaultStoreRoot, TaskPlane } from "../index.js";
+import { A2AListener, AgentBridge, type Continuation, type DeliveryInput, defaultStoreRoot, TaskPlane } from "../index.js";
 
 const tempRoot = () => join(mkdtempSync(join(tmpdir(), "tp-node-")), "store");
 const message = (messageId: string, text: string, extra: Record<string, unknown> = {}) => ({
@@ -19,7 +19,7 @@ const message = (messageId: string, text: string, extra: Record<string, unknown>
 
 test("acceptInContext commits a Task that getTask reads back as an A2A Task", async () => {
   const root = tempRoot();
-  const plane = TaskPlane.open(root);
+  const plane = await TaskPlane.open(root);
   try {
     const accepted = await plane.acceptInContext("alice", message("m-1", "hello", { metadata: { n: 3 } }));
     assert.equal(accepted.disposition, "created");
@@ -45,13 +45,13 @@ test("acceptInContext commits a Task that getTask reads back as an A2A Task", as
 
 test("a root is held until close(); then it can be reopened in the same process", async () => {
   const root = tempRoot();
-  const first = TaskPlane.open(root);
-  assert.throws(() => TaskPlane.open(root), /already open \(held by pid \d+\).*CHANNELS_TASK_STORE_PATH/);
+  const first = await TaskPlane.open(root);
+  await assert.rejects(TaskPlane.open(root), /already open \(held by pid \d+\).*CHANNELS_TASK_STORE_PATH/);
   const accepted = await first.acceptInContext("alice", message("m-1", "x"));
   first.close();
   assert.equal(first.closed, true);
   await assert.rejects(first.acceptInContext("alice", message("m-2", "x")), /closed/);
-  const second = TaskPlane.open(root);
+  const second = await TaskPlane.open(root);
   try {
     assert.equal(((await second.getTask("alice", accepted.taskId!)) as any).id, accepted.taskId);
   } finally {
@@ -62,10 +62,13 @@ test("a root is held until close(); then it can be reopened in the same process"
 
 test("native sources: conversation contexts, direct replies and checkpoints", async () => {
   const root = tempRoot();
-  const plane = TaskPlane.open(root);
+  const plane = await TaskPlane.open(root);
   try {
     plane.registerSource("slack", "none");
-    assert.throws(() => plane.registerSource("slack", "sometimes"), /none, reply_anchors or explicit_task_id/);
+    assert.throws(
+      () => plane.registerSource("slack", "sometimes" as Continuation),
+      /invalid `continuation`: `sometimes`; use one of none, reply_anchors, explicit_task_id/,
+    );
     const event = (id: string) => ({
       principal: "team",
       source: "slack",
@@ -99,7 +102,7 @@ test("native sources: conversation contexts, direct replies and checkpoints", as
 
 test("malformed input is a JS error naming the field", async () => {
   const root = tempRoot();
-  const plane = TaskPlane.open(root);
+  const plane = await TaskPlane.open(root);
   try {
     assert.throws(() => plane.acceptInContext("alice", { messageId: "m", role: "ROLE_USER", parts: [{ text: 5 }] }), /field `parts\[0\]\.text`/);
     assert.throws(() => plane.acceptInContext("alice", message("m", "x", { taskId: "t" })), /use continueTask/);
@@ -137,9 +140,9 @@ test("defaultStoreRoot follows CHANNELS_TASK_STORE_PATH and XDG_DATA_HOME", () =
 
 test("outbound delivery: concurrent identical responses share one provider mutation", async () => {
   const root = tempRoot();
-  const plane = TaskPlane.open(root);
+  const plane = await TaskPlane.open(root);
   try {
-    const request = {
+    const request: DeliveryInput = {
       deliveryId: "d-1",
       principal: "team",
       source: "mail",
@@ -171,14 +174,15 @@ test("outbound delivery: concurrent identical responses share one provider mutat
 
 test("waiting for wakes and acceptances holds none of libuv's pool threads", async () => {
   const root = join(mkdtempSync(join(tmpdir(), "tp-pool-")), "task-plane");
-  const plane = TaskPlane.open(root);
-  const bridge = AgentBridge.start(plane);
+  const plane = await TaskPlane.open(root);
+  const bridge = await AgentBridge.start(plane);
+  const agent = plane.embedderAgent();
   try {
     // Eight waits, twice libuv's default pool of four: were each a pool thread, Node's
     // own fs and crypto work below would queue behind them until they time out.
     const waits = [
       ...Array.from({ length: 4 }, () => bridge.nextWake(3_000)),
-      ...Array.from({ length: 4 }, () => plane.nextAccepted(3_000)),
+      ...Array.from({ length: 4 }, () => agent.nextAccepted(3_000)),
     ];
     const nodeWork = Promise.all([
       readFile(new URL(import.meta.url)),
@@ -202,7 +206,7 @@ test("listener options override their A2A_* variables and are validated by the s
   const dir = mkdtempSync(join(tmpdir(), "tp-options-"));
   const credentials = join(dir, "credentials.json");
   writeFileSync(credentials, JSON.stringify({ credentials: [{ token: "options-token-0123456789", principal: "opt" }] }), { mode: 0o600 });
-  const plane = TaskPlane.open(join(dir, "task-plane"));
+  const plane = await TaskPlane.open(join(dir, "task-plane"));
   const saved = { A2A_AGENT_NAME: process.env.A2A_AGENT_NAME, A2A_PORT: process.env.A2A_PORT };
   process.env.A2A_AGENT_NAME = "From the environment";
   process.env.A2A_PORT = "not-a-port";

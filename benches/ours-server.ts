@@ -12,8 +12,10 @@ import { A2AListener, TaskPlane } from "../index.js";
 const TOKEN = "bench-token-0123456789abcdef";
 const dir = mkdtempSync(join(tmpdir(), "tp-ours-server-"));
 const credentials = join(dir, "credentials.json");
-writeFileSync(credentials, JSON.stringify({ credentials: [{ token: TOKEN, principal: "bench" }] }));
-const plane = TaskPlane.open(join(dir, "store"));
+writeFileSync(credentials, JSON.stringify({ credentials: [{ token: TOKEN, principal: "bench" }] }), { mode: 0o600 });
+const plane = await TaskPlane.open(join(dir, "store"));
+// The embedder API (no Pi, no turn authority): this process is its own agent.
+const embedder = plane.embedderAgent();
 const listener = A2AListener.start(plane, { port: 0, credentialsPath: credentials, maxConnections: 1024 });
 
 // Acceptances are taken one at a time and settled concurrently (at most 256 in flight), so
@@ -24,8 +26,8 @@ const MAX_IN_FLIGHT = 256;
 let slot: (() => void) | undefined;
 async function settle(taskId: string): Promise<void> {
   try {
-    await plane.startWork(taskId);
-    await plane.complete(taskId, [{ name: "answer", parts: [{ text: "done" }] }], { parts: [{ text: "ok" }] });
+    await embedder.startWork(taskId);
+    await embedder.complete(taskId, [{ name: "answer", parts: [{ text: "done" }] }], { parts: [{ text: "ok" }] });
   } catch (err) {
     console.error(`agent: ${taskId}: ${(err as Error).message}`);
   } finally {
@@ -36,7 +38,7 @@ async function settle(taskId: string): Promise<void> {
 async function agent(): Promise<void> {
   while (running) {
     if (inFlight >= MAX_IN_FLIGHT) await new Promise<void>((resolve) => (slot = resolve));
-    const accepted = await plane.nextAccepted(200);
+    const accepted = await embedder.nextAccepted(200);
     if (!accepted) continue;
     inFlight += 1;
     void settle(accepted.taskId);

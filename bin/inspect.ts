@@ -1,7 +1,7 @@
 // The store inspection CLI: lists and shows Tasks, finds a Task's Pi session, counts, and
 // checks the store. It opens the store read-only (no root lock, never a write), so it works
 // while the resident runs. Run it as `bin/a2a-task-plane <command>`.
-import { StoreInspector } from "../index.js";
+import { StoreInspector, type TaskState } from "../index.js";
 import { age, taskDetail, taskLines } from "../extensions/resident-ui.ts";
 
 const USAGE = `usage: a2a-task-plane [--store <root>] <command> [options]
@@ -37,7 +37,9 @@ function parse(argv: string[]): { command: string; positional: string[]; flags: 
   return { command: positional.shift() ?? "", positional, flags };
 }
 
-const stateArg = (s: string) => s.replace(/-/g, "_");
+// The operator's spelling (`input-required`); the addon checks it and names the states it
+// takes when it is none of them.
+const stateArg = (s: string) => s.replace(/-/g, "_") as TaskState;
 
 async function main(): Promise<number> {
   const { command, positional, flags } = parse(process.argv.slice(2));

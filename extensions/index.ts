@@ -16,6 +16,7 @@ import {
   protocolVersion,
   startupWarnings,
   TaskPlane,
+  type TaskState,
 } from "../index.js";
 import { ResidentUi, taskDetail, taskLines } from "./resident-ui.ts";
 import { modelProblem, TaskSessionDriver } from "./task-sessions.ts";
@@ -106,8 +107,8 @@ export default function a2aTaskPlane(pi: ExtensionAPI): void {
       ui.notify(warning, "warning");
     }
     try {
-      plane = TaskPlane.open();
-      bridge = AgentBridge.start(plane);
+      plane = await TaskPlane.open();
+      bridge = await AgentBridge.start(plane);
       if (listenerEnabled()) listener = A2AListener.start(plane);
     } catch (err) {
       await closeAll();
@@ -186,7 +187,8 @@ export default function a2aTaskPlane(pi: ExtensionAPI): void {
           ctx.ui.notify(status(), "info");
         } else if (verb === "tasks") {
           if (!plane) return ctx.ui.notify(status(), "warning");
-          ctx.ui.notify(taskLines(await plane.recentTasks(arg ?? null, 20)), "info");
+          // The person's text: the addon refuses anything but a state, naming the states.
+          ctx.ui.notify(taskLines(await plane.recentTasks((arg as TaskState | undefined) ?? null, 20)), "info");
         } else if (verb === "show" && arg) {
           if (!plane) return ctx.ui.notify(status(), "warning");
           const found = await plane.inspectTask(arg);

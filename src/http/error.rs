@@ -73,6 +73,11 @@ impl ApiError {
         ApiError::new(StatusCode::TOO_MANY_REQUESTS, "RESOURCE_EXHAUSTED", message)
     }
 
+    /// 500 INTERNAL: a failure of the task plane itself, not of the request.
+    pub fn internal(message: impl Into<String>) -> Self {
+        ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "INTERNAL", message)
+    }
+
     pub fn unsupported(message: impl Into<String>) -> Self {
         ApiError::new(StatusCode::BAD_REQUEST, "UNSUPPORTED_OPERATION", message)
     }

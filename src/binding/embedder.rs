@@ -1,0 +1,229 @@
+//! `EmbedderAgent`: the agent API without turn authority, for an embedder that runs its
+//! own concurrent agent without Pi (the benchmarks, the official clients' conformance
+//! runs). It is not the resident's: Pi's tools reach Tasks only through `AgentBridge`,
+//! which checks that each call is for the active turn's Task.
+
+use std::sync::Arc;
+
+use napi::bindgen_prelude::{AsyncTask, PromiseRaw};
+use napi::Env;
+use napi_derive::napi;
+use serde_json::Value;
+use tokio::sync::{broadcast, Mutex, Notify};
+
+use super::convert::{agent_artifact, agent_message, AcceptedTask};
+use super::plane::TaskPlane;
+use super::{internal, plane_error, spawn, Json, PlaneCall, Result, Settled};
+use crate::events::Accepted;
+use crate::plane;
+use crate::record;
+use crate::wire;
+
+js_enum! {
+    [" How a Task ends when it does not complete: `rejected` (the agent declines the work) or"
+     " `failed`."]
+    pub enum UnsuccessfulOutcome for "outcome" {
+        Rejected = "rejected": " The agent declines the work.",
+        Failed = "failed": " The work failed.",
+    }
+}
+
+js_enum! {
+    [" What a paused Task waits for from its caller: `input_required` (an answer) or"
+     " `auth_required` (an authorization)."]
+    pub enum InterruptKind for "kind" {
+        InputRequired = "input_required": " An answer (TASK_STATE_INPUT_REQUIRED).",
+        AuthRequired = "auth_required": " An authorization (TASK_STATE_AUTH_REQUIRED).",
+    }
+}
+
+/// The agent API without turn authority, for an embedder that runs its own concurrent
+/// agent without Pi (benchmarks, conformance runs against the official A2A clients): it
+/// takes accepted Tasks and works them directly. It bypasses the resident's turn
+/// authority, so it is never the resident's way to act: a Pi session works its Task through
+/// `AgentBridge`, whose tools refuse any Task but the active turn's. Obtain it with
+/// `TaskPlane.embedderAgent()`.
+#[napi]
+pub struct EmbedderAgent {
+    plane: plane::TaskPlane,
+    accepted: Arc<Mutex<broadcast::Receiver<Accepted>>>,
+    /// The plane's: notified when it closes.
+    closing: Arc<Notify>,
+}
+
+#[napi]
+impl TaskPlane {
+    /// An agent API without turn authority, for an embedder that runs its own agent
+    /// without Pi (see `EmbedderAgent`); it sees the Tasks accepted from now on. Never the
+    /// resident's way to act: Pi's tools go through `AgentBridge`.
+    #[napi(catch_unwind)]
+    pub fn embedder_agent(&self) -> EmbedderAgent {
+        EmbedderAgent {
+            plane: self.plane.clone(),
+            accepted: Arc::new(Mutex::new(self.plane.events().subscribe_accepted())),
+            closing: self.closing.clone(),
+        }
+    }
+}
+
+#[napi]
+impl EmbedderAgent {
+    /// The next Task accepted (created or continued) since this agent was obtained, or
+    /// `null` when none arrives within `timeoutMs` (default 1000) or the plane is closed.
+    /// Concurrent calls share the acceptances: each goes to one of them.
+    #[napi(ts_return_type = "Promise<AcceptedTask | null>")]
+    pub fn next_accepted<'env>(
+        &self,
+        env: &'env Env,
+        timeout_ms: Option<u32>,
+    ) -> Result<PromiseRaw<'env, Settled<Option<AcceptedTask>>>> {
+        let (accepted, closing, plane) = (
+            self.accepted.clone(),
+            self.closing.clone(),
+            self.plane.clone(),
+        );
+        let deadline = tokio::time::Instant::now()
+            + std::time::Duration::from_millis(u64::from(timeout_ms.unwrap_or(1000)));
+        // Awaited on the addon's runtime: no thread waits, nothing polls.
+        spawn(env, async move {
+            let closed = closing.notified();
+            tokio::pin!(closed);
+            closed.as_mut().enable();
+            if plane.is_closed() {
+                return Ok(None);
+            }
+            let mut receiver = tokio::select! {
+                guard = accepted.lock() => guard,
+                _ = &mut closed => return Ok(None),
+                _ = tokio::time::sleep_until(deadline) => return Ok(None),
+            };
+            loop {
+                tokio::select! {
+                    next = receiver.recv() => match next {
+                        Ok(a) => return Ok(Some(AcceptedTask {
+                            activation_id: a.activation_id,
+                            task_id: a.task_id,
+                            context_id: a.context_id,
+                        })),
+                        Err(broadcast::error::RecvError::Lagged(missed)) => {
+                            // The agent fell behind the acceptance queue: say so, and take
+                            // the oldest one still queued.
+                            crate::log::event_at(
+                                tracing::Level::WARN,
+                                "a2a_embedder_agent_lagged",
+                                serde_json::json!({ "missed": missed }),
+                            );
+                        }
+                        Err(broadcast::error::RecvError::Closed) => return Ok(None),
+                    },
+                    _ = &mut closed => return Ok(None),
+                    _ = tokio::time::sleep_until(deadline) => return Ok(None),
+                }
+            }
+        })
+    }
+
+    /// Any Task as an A2A `Task` (agent side: no principal check), or `null`.
+    #[napi(ts_return_type = "Promise<Record<string, unknown> | null>")]
+    pub fn read_task(
+        &self,
+        task_id: String,
+        history_length: Option<u32>,
+    ) -> AsyncTask<PlaneCall<Option<Json>>> {
+        let plane = self.plane.clone();
+        PlaneCall::new(move || {
+            let task = plane
+                .task(&task_id, history_length, true)
+                .map_err(plane_error)?;
+            task.map(|t| serde_json::to_value(wire::convert::task_to_wire(&t)).map(Json))
+                .transpose()
+                .map_err(internal)
+        })
+    }
+
+    /// SUBMITTED → WORKING.
+    #[napi(ts_return_type = "Promise<void>")]
+    pub fn start_work(&self, task_id: String) -> AsyncTask<PlaneCall<()>> {
+        let plane = self.plane.clone();
+        PlaneCall::new(move || plane.start_work(&task_id).map(|_| ()).map_err(plane_error))
+    }
+
+    /// Records one artifact (an A2A `Artifact`) while the Task is WORKING.
+    #[napi(ts_return_type = "Promise<void>")]
+    pub fn record_artifact(
+        &self,
+        task_id: String,
+        artifact: Value,
+    ) -> Result<AsyncTask<PlaneCall<()>>> {
+        let artifact = agent_artifact(artifact)?;
+        let plane = self.plane.clone();
+        Ok(PlaneCall::new(move || {
+            plane
+                .record_artifact(&task_id, artifact)
+                .map_err(plane_error)
+        }))
+    }
+
+    /// Records `artifacts` in order, then COMPLETED with `message` (an agent Message).
+    #[napi(ts_return_type = "Promise<void>")]
+    pub fn complete(
+        &self,
+        task_id: String,
+        artifacts: Vec<Value>,
+        message: Option<Value>,
+    ) -> Result<AsyncTask<PlaneCall<()>>> {
+        let artifacts = artifacts
+            .into_iter()
+            .map(agent_artifact)
+            .collect::<Result<Vec<_>>>()?;
+        let message = message.map(agent_message).transpose()?;
+        let plane = self.plane.clone();
+        Ok(PlaneCall::new(move || {
+            plane
+                .complete(&task_id, artifacts, message)
+                .map_err(plane_error)
+        }))
+    }
+
+    /// Settles the Task as rejected or failed with `message` as the reason.
+    #[napi(ts_return_type = "Promise<void>")]
+    pub fn finish(
+        &self,
+        task_id: String,
+        outcome: UnsuccessfulOutcome,
+        message: Value,
+    ) -> Result<AsyncTask<PlaneCall<()>>> {
+        let state = match outcome {
+            UnsuccessfulOutcome::Rejected => record::TaskState::Rejected,
+            UnsuccessfulOutcome::Failed => record::TaskState::Failed,
+        };
+        let message = agent_message(message)?;
+        let plane = self.plane.clone();
+        Ok(PlaneCall::new(move || {
+            plane
+                .finish_unsuccessfully(&task_id, state, message)
+                .map_err(plane_error)
+        }))
+    }
+
+    /// Pauses the Task on its caller (for input or for authorization) with `message`.
+    #[napi(ts_return_type = "Promise<void>")]
+    pub fn require_input(
+        &self,
+        task_id: String,
+        kind: InterruptKind,
+        message: Value,
+    ) -> Result<AsyncTask<PlaneCall<()>>> {
+        let kind = match kind {
+            InterruptKind::InputRequired => plane::InterruptKind::InputRequired,
+            InterruptKind::AuthRequired => plane::InterruptKind::AuthRequired,
+        };
+        let message = agent_message(message)?;
+        let plane = self.plane.clone();
+        Ok(PlaneCall::new(move || {
+            plane
+                .require_input(&task_id, kind, message, None)
+                .map_err(plane_error)
+        }))
+    }
+}

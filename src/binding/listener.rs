@@ -1,0 +1,175 @@
+//! `A2AListener`: the A2A HTTP+JSON listener over an open `TaskPlane`, and its options.
+
+use std::sync::Mutex;
+
+use napi_derive::napi;
+
+use super::plane::TaskPlane;
+use super::{failed_precondition, invalid_arg, Result};
+use crate::config::{self, ListenerConfig};
+use crate::http;
+
+/// Options of `A2AListener.start`; anything left out comes from the `A2A_*` environment
+/// variables (and their defaults).
+#[napi(object)]
+#[derive(Default)]
+pub struct ListenerOptions {
+    pub host: Option<String>,
+    /// 0 picks a free port.
+    pub port: Option<u32>,
+    pub public_url: Option<String>,
+    pub credentials_path: Option<String>,
+    pub agent_name: Option<String>,
+    pub agent_description: Option<String>,
+    pub agent_version: Option<String>,
+    pub blocking_timeout_ms: Option<u32>,
+    pub max_body_bytes: Option<u32>,
+    pub max_connections: Option<u32>,
+    pub idle_timeout_ms: Option<u32>,
+    pub write_timeout_ms: Option<u32>,
+    pub max_streams: Option<u32>,
+    pub max_streams_per_principal: Option<u32>,
+}
+
+/// The listener's configuration: each option given overrides its `A2A_*` variable, and the
+/// result is validated by the one function that reads the environment
+/// ([`ListenerConfig::from_env`]), so an option and its variable accept exactly the same
+/// values; an error names the option it came from.
+fn listener_config(options: Option<ListenerOptions>) -> Result<ListenerConfig> {
+    let o = options.unwrap_or_default();
+    let number = |n: Option<u32>| n.map(|n| n.to_string());
+    let given: Vec<(&str, &str, Option<String>)> = vec![
+        ("host", "A2A_HOST", o.host),
+        ("port", "A2A_PORT", number(o.port)),
+        ("publicUrl", "A2A_PUBLIC_URL", o.public_url),
+        ("agentName", "A2A_AGENT_NAME", o.agent_name),
+        (
+            "agentDescription",
+            "A2A_AGENT_DESCRIPTION",
+            o.agent_description,
+        ),
+        ("agentVersion", "A2A_AGENT_VERSION", o.agent_version),
+        (
+            "credentialsPath",
+            "A2A_CREDENTIALS_PATH",
+            o.credentials_path,
+        ),
+        (
+            "blockingTimeoutMs",
+            "A2A_BLOCKING_TIMEOUT_MS",
+            number(o.blocking_timeout_ms),
+        ),
+        (
+            "maxBodyBytes",
+            "A2A_MAX_BODY_BYTES",
+            number(o.max_body_bytes),
+        ),
+        (
+            "maxConnections",
+            "A2A_MAX_CONNECTIONS",
+            number(o.max_connections),
+        ),
+        (
+            "idleTimeoutMs",
+            "A2A_IDLE_TIMEOUT_MS",
+            number(o.idle_timeout_ms),
+        ),
+        (
+            "writeTimeoutMs",
+            "A2A_WRITE_TIMEOUT_MS",
+            number(o.write_timeout_ms),
+        ),
+        ("maxStreams", "A2A_MAX_STREAMS", number(o.max_streams)),
+        (
+            "maxStreamsPerPrincipal",
+            "A2A_MAX_STREAMS_PER_PRINCIPAL",
+            number(o.max_streams_per_principal),
+        ),
+    ];
+    let overlay = |name: &str| -> Option<String> {
+        match given.iter().find(|(_, variable, _)| *variable == name) {
+            Some((_, _, Some(value))) => Some(value.clone()),
+            _ => config::process_env(name),
+        }
+    };
+    ListenerConfig::from_env(&overlay).map_err(|err| {
+        match given
+            .iter()
+            .find(|(_, variable, value)| *variable == err.variable && value.is_some())
+        {
+            Some((option, variable, _)) => invalid_arg(format!(
+                "invalid option `{option}` (the same rule as {variable}): {}",
+                err.message
+            )),
+            None => invalid_arg(err.to_string()),
+        }
+    })
+}
+
+/// The A2A HTTP+JSON listener over an open `TaskPlane`. Start it in `session_start` (when
+/// `A2A_SERVER=1`) and close it in `session_shutdown`, before the plane.
+#[napi(js_name = "A2AListener")]
+pub struct A2aListener {
+    inner: Mutex<Option<http::Listener>>,
+    url: String,
+    port: u32,
+    warnings: Vec<String>,
+}
+
+#[napi]
+impl A2aListener {
+    /// Binds and starts serving; throws (naming the variable or file) when the
+    /// configuration or the credentials file is unusable or the address is taken.
+    #[napi(factory, catch_unwind)]
+    pub fn start(plane: &TaskPlane, options: Option<ListenerOptions>) -> Result<A2aListener> {
+        let config = listener_config(options)?;
+        let listener = http::Listener::start(
+            plane.plane.clone(),
+            config,
+            std::sync::Arc::new(http::AlwaysTask),
+        )
+        .map_err(failed_precondition)?;
+        Ok(A2aListener {
+            url: listener.url().to_string(),
+            port: u32::from(listener.local_addr().port()),
+            warnings: listener.warnings().to_vec(),
+            inner: Mutex::new(Some(listener)),
+        })
+    }
+
+    /// What the operator should fix although the listener started (e.g. a credentials
+    /// file readable by others).
+    #[napi(getter)]
+    pub fn warnings(&self) -> Vec<String> {
+        self.warnings.clone()
+    }
+
+    /// The interface URL (as in the Agent Card).
+    #[napi(getter)]
+    pub fn url(&self) -> String {
+        self.url.clone()
+    }
+
+    /// The bound port.
+    #[napi(getter)]
+    pub fn port(&self) -> u32 {
+        self.port
+    }
+
+    /// Stops accepting, ends open streams, lets in-flight sends return their snapshot, and
+    /// frees the port (within a few seconds). Idempotent.
+    #[napi(catch_unwind)]
+    pub fn close(&self) {
+        let listener = self.inner.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(mut listener) = listener {
+            listener.close();
+        }
+    }
+}
+
+/// Whether `A2A_SERVER` asks for the listener (`1`/`true`; `0`/`false`/unset: no). Throws
+/// naming the variable for any other value.
+#[napi(catch_unwind)]
+pub fn listener_enabled() -> Result<bool> {
+    config::listener_enabled(&config::process_env).map_err(invalid_arg)
+}

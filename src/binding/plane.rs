@@ -1,0 +1,391 @@
+//! `TaskPlane`: the durable store of one root, its intake, reads and the operator's views.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+use napi::bindgen_prelude::AsyncTask;
+use napi_derive::napi;
+use serde_json::Value;
+
+use super::convert::{
+    activation, inbound_message, Acceptance, ActivationInput, InspectedTask, TaskState, TaskSummary,
+};
+use super::{internal, invalid_arg, plane_error, Json, PlaneCall, Result};
+use crate::config;
+use crate::plane::{self, PlaneOptions};
+use crate::record;
+use crate::wire;
+
+js_enum! {
+    [" How a reply on a source continues a Task: `none` (never: every event is new work),"
+     " `reply_anchors` (through a verified reply anchor) or `explicit_task_id` (an authorized"
+     " explicit taskId, as in the A2A binding)."]
+    pub enum Continuation for "continuation" {
+        None = "none": " Replies never continue a Task: every event is new work.",
+        ReplyAnchors = "reply_anchors": " A verified reply anchor continues the waiting Task.",
+        ExplicitTaskId = "explicit_task_id": " An authorized explicit taskId continues it (the A2A binding).",
+    }
+}
+
+impl From<Continuation> for record::Continuation {
+    fn from(name: Continuation) -> Self {
+        match name {
+            Continuation::None => record::Continuation::None,
+            Continuation::ReplyAnchors => record::Continuation::ReplyAnchors,
+            Continuation::ExplicitTaskId => record::Continuation::ExplicitTaskId,
+        }
+    }
+}
+
+/// The store root the task plane uses when none is given: `CHANNELS_TASK_STORE_PATH`, else
+/// `${XDG_DATA_HOME:-$HOME/.local/share}/outfitter/channels/task-plane`.
+#[napi(catch_unwind)]
+pub fn default_store_root() -> Result<String> {
+    let root = config::store_root(&config::process_env).map_err(invalid_arg)?;
+    Ok(root.display().to_string())
+}
+
+/// An open task plane: the durable store of one root. Open it in Pi's `session_start`
+/// (`await TaskPlane.open()`) and close it in `session_shutdown`; a second open of the same
+/// root fails until then.
+///
+/// Every error it throws or rejects with has a `code`: the A2A reason the HTTP listener
+/// gives the same error (`TASK_NOT_FOUND`, `DUPLICATE_MESSAGE_ID`, `FAILED_PRECONDITION`,
+/// `UNAVAILABLE`, ...) or `INVALID_ARGUMENT` for a bad argument (see the README's table).
+#[napi]
+pub struct TaskPlane {
+    pub(super) plane: plane::TaskPlane,
+    /// Wakes the embedder agents' `nextAccepted` waiters on `close()`.
+    pub(super) closing: std::sync::Arc<tokio::sync::Notify>,
+}
+
+#[napi]
+impl TaskPlane {
+    /// Opens the store at `root` (default: `defaultStoreRoot()`), takes its lock, and runs
+    /// startup recovery and compaction (writes: off the JS thread, like every write).
+    /// Rejects while another process or handle holds the root.
+    #[napi(ts_return_type = "Promise<TaskPlane>")]
+    pub fn open(root: Option<String>) -> Result<AsyncTask<PlaneCall<TaskPlane>>> {
+        let root = match root {
+            Some(root) => PathBuf::from(root),
+            None => config::store_root(&config::process_env).map_err(invalid_arg)?,
+        };
+        Ok(PlaneCall::new(move || {
+            let plane =
+                plane::TaskPlane::open(&root, PlaneOptions::default()).map_err(plane_error)?;
+            Ok(TaskPlane {
+                plane,
+                closing: std::sync::Arc::default(),
+            })
+        }))
+    }
+
+    /// The store root.
+    #[napi(getter)]
+    pub fn root(&self) -> String {
+        self.plane.root().display().to_string()
+    }
+
+    /// Closes the store and releases the root's lock. Idempotent.
+    #[napi(catch_unwind)]
+    pub fn close(&self) {
+        self.plane.close();
+        // After the plane reads as closed: a waiter that missed this sees it.
+        self.closing.notify_waiters();
+    }
+
+    #[napi(getter)]
+    pub fn closed(&self) -> bool {
+        self.plane.is_closed()
+    }
+
+    /// Registers a source and how a reply on it continues a Task.
+    #[napi(catch_unwind)]
+    pub fn register_source(&self, source: String, continuation: Continuation) -> Result<()> {
+        self.plane
+            .register_source(&source, continuation.into())
+            .map_err(plane_error)
+    }
+
+    /// A native provider event that is not a reply: a new Task in its conversation's context.
+    #[napi(ts_return_type = "Promise<Acceptance>")]
+    pub fn accept(
+        &self,
+        activation_input: ActivationInput,
+    ) -> Result<AsyncTask<PlaneCall<Acceptance>>> {
+        let activation = activation(activation_input)?;
+        let plane = self.plane.clone();
+        Ok(PlaneCall::new(move || {
+            plane
+                .accept(activation)
+                .map_err(plane_error)
+                .and_then(Acceptance::try_from)
+        }))
+    }
+
+    /// A native provider reply: continues a Task only through a verified reply anchor,
+    /// else new work in the conversation's context.
+    #[napi(js_name = "continue", ts_return_type = "Promise<Acceptance>")]
+    pub fn continue_activation(
+        &self,
+        activation_input: ActivationInput,
+    ) -> Result<AsyncTask<PlaneCall<Acceptance>>> {
+        let activation = activation(activation_input)?;
+        let plane = self.plane.clone();
+        Ok(PlaneCall::new(move || {
+            plane
+                .continue_activation(activation)
+                .map_err(plane_error)
+                .and_then(Acceptance::try_from)
+        }))
+    }
+
+    /// An authorized explicit continuation of `taskId` (an A2A `Message` object; its
+    /// `contextId`, if any, must be the Task's).
+    #[napi(ts_return_type = "Promise<Acceptance>")]
+    pub fn continue_task(
+        &self,
+        principal: String,
+        task_id: String,
+        message: Value,
+    ) -> Result<AsyncTask<PlaneCall<Acceptance>>> {
+        let (record, context_id, _) = inbound_message(message)?;
+        let plane = self.plane.clone();
+        Ok(PlaneCall::new(move || {
+            plane
+                .continue_task(
+                    &principal,
+                    &task_id,
+                    context_id.as_deref(),
+                    record,
+                    Vec::new(),
+                )
+                .map_err(plane_error)
+                .and_then(Acceptance::try_from)
+        }))
+    }
+
+    /// A2A intake of new work: the message's `contextId` is used only when the principal
+    /// owns it; otherwise the Task gets a fresh context.
+    #[napi(ts_return_type = "Promise<Acceptance>")]
+    pub fn accept_in_context(
+        &self,
+        principal: String,
+        message: Value,
+    ) -> Result<AsyncTask<PlaneCall<Acceptance>>> {
+        let (record, context_id, task_id) = inbound_message(message)?;
+        if task_id.is_some() {
+            return Err(invalid_arg(
+                "invalid Message: field `taskId`: a message naming a Task is a continuation; use continueTask",
+            ));
+        }
+        let plane = self.plane.clone();
+        Ok(PlaneCall::new(move || {
+            plane
+                .accept_in_context(&principal, context_id.as_deref(), record, Vec::new())
+                .map_err(plane_error)
+                .and_then(Acceptance::try_from)
+        }))
+    }
+
+    /// Trusted creation of a new Task in an existing context the principal owns.
+    #[napi(ts_return_type = "Promise<Acceptance>")]
+    pub fn create_task(
+        &self,
+        principal: String,
+        context_id: String,
+        message: Value,
+    ) -> Result<AsyncTask<PlaneCall<Acceptance>>> {
+        let (record, _, _) = inbound_message(message)?;
+        let plane = self.plane.clone();
+        Ok(PlaneCall::new(move || {
+            plane
+                .create_task(&principal, &context_id, record)
+                .map_err(plane_error)
+                .and_then(Acceptance::try_from)
+        }))
+    }
+
+    /// Records a direct Message outcome (no Task). `reply` is an A2A `Message` with role
+    /// `ROLE_AGENT`; a duplicate returns the first reply verbatim.
+    #[napi(ts_return_type = "Promise<Acceptance>")]
+    pub fn respond_directly(
+        &self,
+        principal: String,
+        message: Value,
+        reply: Value,
+    ) -> Result<AsyncTask<PlaneCall<Acceptance>>> {
+        let (record, context_id, _) = inbound_message(message)?;
+        let reply: wire::Message =
+            wire::json::decode_value("Message", reply).map_err(invalid_arg)?;
+        let (reply, _, _) = wire::convert::message_from_wire(reply).map_err(|e| {
+            invalid_arg(format!("invalid reply: field `{}`: {}", e.field, e.message))
+        })?;
+        let plane = self.plane.clone();
+        Ok(PlaneCall::new(move || {
+            plane
+                .respond_directly(&principal, context_id.as_deref(), record, reply)
+                .map_err(plane_error)
+                .and_then(Acceptance::try_from)
+        }))
+    }
+
+    /// The durable Task as an A2A `Task` object, or `null` when the principal has no such
+    /// Task. `historyLength`: absent all, `n` the newest n.
+    #[napi(ts_return_type = "Promise<Record<string, unknown> | null>")]
+    pub fn get_task(
+        &self,
+        principal: String,
+        task_id: String,
+        history_length: Option<u32>,
+    ) -> AsyncTask<PlaneCall<Option<Json>>> {
+        let plane = self.plane.clone();
+        PlaneCall::new(move || {
+            let task = plane
+                .get_task(&principal, &task_id, history_length, true)
+                .map_err(plane_error)?;
+            task.map(|t| serde_json::to_value(wire::convert::task_to_wire(&t)).map(Json))
+                .transpose()
+                .map_err(internal)
+        })
+    }
+
+    /// The folder of a Task's own Pi session, `<root>/sessions/<taskId>/`, created durably
+    /// (mode 0700, each new folder's parent fsynced) if needed.
+    #[napi(ts_return_type = "Promise<string>")]
+    pub fn session_dir(&self, task_id: String) -> AsyncTask<PlaneCall<String>> {
+        let plane = self.plane.clone();
+        PlaneCall::new(move || {
+            plane
+                .session_dir(&task_id)
+                .map(|p| p.display().to_string())
+                .map_err(plane_error)
+        })
+    }
+
+    /// The Task's Pi session file (the newest `.jsonl` in `sessions/<taskId>/`), if it has
+    /// one.
+    #[napi(catch_unwind)]
+    pub fn session_file(&self, task_id: String) -> Option<String> {
+        plane::session_file(self.plane.root(), &task_id).map(|p| p.display().to_string())
+    }
+
+    /// The operator's view: the newest-status Tasks of every principal (at most `limit`,
+    /// default 20), optionally only those in `state` (`TASK_STATE_WORKING`; the short
+    /// `working` is taken too). Never expose this to callers: it crosses principals.
+    #[napi(ts_return_type = "Promise<TaskSummary[]>")]
+    pub fn recent_tasks(
+        &self,
+        state: Option<TaskState>,
+        limit: Option<u32>,
+    ) -> Result<AsyncTask<PlaneCall<Vec<TaskSummary>>>> {
+        let plane = self.plane.clone();
+        Ok(PlaneCall::new(move || {
+            let filter = plane::SummaryFilter {
+                state: state.map(record::TaskState::from),
+                limit: limit.unwrap_or(20),
+                ..Default::default()
+            };
+            Ok(plane
+                .recent_tasks(&filter)
+                .map_err(plane_error)?
+                .into_iter()
+                .map(TaskSummary::from)
+                .collect())
+        }))
+    }
+
+    /// The operator's view of one Task, whoever owns it, or `null`. Never expose this to
+    /// callers: it crosses principals.
+    #[napi(ts_return_type = "Promise<InspectedTask | null>")]
+    pub fn inspect_task(&self, task_id: String) -> AsyncTask<PlaneCall<Option<InspectedTask>>> {
+        let plane = self.plane.clone();
+        PlaneCall::new(move || {
+            plane
+                .task(&task_id, None, true)
+                .map_err(plane_error)?
+                .map(InspectedTask::try_from)
+                .transpose()
+        })
+    }
+
+    /// Records that `providerResponseId` was sent on `source` for the Task's open input
+    /// request, so a direct reply to it can continue the Task.
+    #[napi(ts_return_type = "Promise<void>")]
+    pub fn record_reply_anchor(
+        &self,
+        principal: String,
+        source: String,
+        provider_response_id: String,
+        task_id: String,
+    ) -> AsyncTask<PlaneCall<()>> {
+        let plane = self.plane.clone();
+        PlaneCall::new(move || {
+            plane
+                .record_reply_anchor(&principal, &source, &provider_response_id, &task_id)
+                .map_err(plane_error)
+        })
+    }
+
+    /// Records content-addressed evidence; resolves to its id (`sha256:<hex>`).
+    #[napi(ts_return_type = "Promise<string>")]
+    pub fn record_evidence(
+        &self,
+        kind: String,
+        healthy: bool,
+        task_id: Option<String>,
+        locator: Option<HashMap<String, String>>,
+        content: Value,
+    ) -> AsyncTask<PlaneCall<String>> {
+        let plane = self.plane.clone();
+        PlaneCall::new(move || {
+            let locator = locator.unwrap_or_default().into_iter().collect();
+            plane
+                .record_evidence(&kind, healthy, task_id.as_deref(), &locator, content)
+                .map_err(plane_error)
+        })
+    }
+
+    /// A source's durable cursor for this principal (`null` before the first advance).
+    #[napi(ts_return_type = "Promise<string | null>")]
+    pub fn checkpoint(
+        &self,
+        principal: String,
+        source: String,
+    ) -> AsyncTask<PlaneCall<Option<String>>> {
+        let plane = self.plane.clone();
+        PlaneCall::new(move || plane.checkpoint(&principal, &source).map_err(plane_error))
+    }
+
+    /// Advances a source's cursor once every event it selected has been accepted.
+    #[napi(ts_return_type = "Promise<void>")]
+    pub fn advance_checkpoint(
+        &self,
+        principal: String,
+        source: String,
+        cursor: String,
+        event_ids: Vec<String>,
+    ) -> AsyncTask<PlaneCall<()>> {
+        let plane = self.plane.clone();
+        PlaneCall::new(move || {
+            plane
+                .advance_checkpoint(&principal, &source, &cursor, event_ids)
+                .map_err(plane_error)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_continuation_method_is_named_as_the_plane_parses_it() {
+        for name in Continuation::ALL {
+            assert_eq!(
+                record::Continuation::parse(name.as_str()),
+                Some(record::Continuation::from(*name))
+            );
+        }
+    }
+}
