@@ -218,8 +218,10 @@ export declare class TaskPlane {
    */
   continueTask(principal: string, taskId: string, message: any): Promise<Acceptance>
   /**
-   * A2A intake of new work: the message's `contextId` is used only when the principal
-   * owns it; otherwise the Task gets a fresh context.
+   * A2A intake, decided as the HTTP listener decides it (one function in the plane): a
+   * message with a `taskId` continues that Task (only the principal's own, only while it
+   * waits for input); a duplicate gets its prior outcome; anything else is new work, a
+   * Task in the message's `contextId` when the principal owns it, else in a fresh one.
    */
   acceptInContext(principal: string, message: any): Promise<Acceptance>
   /** Trusted creation of a new Task in an existing context the principal owns. */
@@ -381,6 +383,17 @@ export interface DeliveryStep {
  */
 export type Disposition = 'created' | 'continued' | 'duplicate'
 
+/**
+ * What the listener's `executor` is asked about a new message (never a continuation or a
+ * duplicate).
+ */
+export interface ExecutorRequest {
+  /** The authenticated caller. */
+  principal: string
+  /** The caller's message, an A2A `Message` object. */
+  message: Record<string, unknown>
+}
+
 /** One Task with its owner, for the operator (`inspectTask`). */
 export interface InspectedTask {
   principal: string
@@ -431,6 +444,16 @@ export interface ListenerOptions {
   writeTimeoutMs?: number
   maxStreams?: number
   maxStreamsPerPrincipal?: number
+  /** How long `executor` may take before the message becomes a Task (default 2000). */
+  executorTimeoutMs?: number
+  /**
+   * Answers a simple interaction with a direct A2A Message before any Task exists:
+   * resolve to a Message (role `ROLE_AGENT`, at least one part; `messageId` minted if
+   * missing) or to `null`/`undefined` for a Task. Asked only for new work; a duplicate
+   * gets its first outcome verbatim. Late (`executorTimeoutMs`), throwing, rejecting or
+   * answering with something else: the message becomes a Task and a log line says so.
+   */
+  executor?: (request: ExecutorRequest) => Promise<Record<string, unknown> | null | undefined>
 }
 
 /**

@@ -32,7 +32,7 @@ const agentErrors: string[] = [];
 let openGate: () => void = () => {};
 const gate = new Promise<void>((resolve) => (openGate = resolve));
 
-async function clientFor(token: string): Promise<Client> {
+async function clientFor(token: string, url = listener.url): Promise<Client> {
   const authFetch = createAuthenticatingFetchWithRetry(fetch, {
     headers: async () => ({ Authorization: `Bearer ${token}` }),
     shouldRetryWithHeaders: async () => undefined,
@@ -44,7 +44,7 @@ async function clientFor(token: string): Promise<Client> {
       cardResolver: new DefaultAgentCardResolver({ fetchImpl: authFetch }),
     }),
   );
-  return factory.createFromUrl(listener.url);
+  return factory.createFromUrl(url);
 }
 
 function message(text: string, taskId = "", contextId = ""): Message {
@@ -101,8 +101,9 @@ async function runAgent(): Promise<void> {
   }
 }
 
+const credentials = join(dir, "credentials.json");
+
 before(async () => {
-  const credentials = join(dir, "credentials.json");
   writeFileSync(credentials, JSON.stringify({ credentials: [{ token: TOKEN, principal: "sdk-user" }, { token: "other-token-0123456789", principal: "other" }] }));
   plane = await TaskPlane.open(join(dir, "store"));
   agent = plane.embedderAgent();
@@ -206,6 +207,44 @@ test("resubscribeTask streams an interrupted Task until a continuation settles i
     })(),
     (err: Error & { reason?: string }) => err.reason === "UNSUPPORTED_OPERATION",
   );
+});
+
+test("a JS executor answers a simple interaction with a direct Message, its duplicate returns the first verbatim, and declined, failed or late answers become Tasks", async () => {
+  const asked: string[] = [];
+  const direct = A2AListener.start(plane, {
+    port: 0,
+    credentialsPath: credentials,
+    blockingTimeoutMs: 5000,
+    executorTimeoutMs: 300,
+    executor: async ({ principal, message }) => {
+      const text = (message.parts as { text?: string }[])[0]?.text ?? "";
+      asked.push(`${principal}:${text}`);
+      if (text === "ping") return { role: "ROLE_AGENT", parts: [{ text: `pong ${randomUUID()}` }] };
+      if (text === "throw") throw new Error("the executor broke");
+      if (text === "late") return new Promise<null>(() => {});
+      return null;
+    },
+  });
+  try {
+    const sdk = await clientFor(TOKEN, direct.url);
+    const ping = message("ping");
+    const first = await sdk.sendMessage(request(ping));
+    assert.ok(!("status" in first), "a Message, not a Task");
+    assert.equal(first.role, Role.ROLE_AGENT);
+    assert.match(textOf(first.parts), /^pong /);
+    assert.equal(first.taskId, "", "no Task exists");
+    const again = await sdk.sendMessage(request(ping));
+    assert.deepEqual(again, first, "the first reply, verbatim");
+    assert.deepEqual(asked, ["sdk-user:ping"], "a duplicate is not asked again");
+    for (const text of ["declined", "throw", "late"]) {
+      const result = await sdk.sendMessage(request(message(text)));
+      assert.ok("status" in result, `${text}: a Task, not a Message`);
+      assert.equal(result.status?.state, TaskState.TASK_STATE_COMPLETED, text);
+      assert.deepEqual(result.artifacts.map((a) => textOf(a.parts)), ["half way", `echo: ${text}`]);
+    }
+  } finally {
+    direct.close();
+  }
 });
 
 test("errors reach the client as typed A2A errors", async () => {

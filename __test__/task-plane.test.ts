@@ -105,7 +105,8 @@ test("malformed input is a JS error naming the field", async () => {
   const plane = await TaskPlane.open(root);
   try {
     assert.throws(() => plane.acceptInContext("alice", { messageId: "m", role: "ROLE_USER", parts: [{ text: 5 }] }), /field `parts\[0\]\.text`/);
-    assert.throws(() => plane.acceptInContext("alice", message("m", "x", { taskId: "t" })), /use continueTask/);
+    // An explicit taskId continues that Task, as over HTTP: only the principal's own.
+    await assert.rejects(plane.acceptInContext("alice", message("m", "x", { taskId: "t" })), (err: Error & { code?: string }) => err.code === "TASK_NOT_FOUND" && /task t not found/.test(err.message));
     await assert.rejects(plane.acceptInContext("bad principal", message("m", "x")), /invalid `principal`/);
     await assert.rejects(plane.continueTask("alice", "no-such-task", message("m", "x")), /task no-such-task not found/);
   } finally {

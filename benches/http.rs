@@ -15,7 +15,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use a2a_task_plane::config::ListenerConfig;
-use a2a_task_plane::http::{AlwaysTask, Listener};
+use a2a_task_plane::http::Listener;
+use a2a_task_plane::plane::AlwaysTask;
 use a2a_task_plane::plane::{PlaneOptions, TaskPlane};
 use a2a_task_plane::record::{ArtifactRecord, MessageRecord, PartRecord};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};

@@ -11,6 +11,7 @@ import {
   A2AListener,
   AgentBridge,
   configureLogging,
+  type ExecutorRequest,
   listenerEnabled,
   log,
   protocolVersion,
@@ -48,6 +49,26 @@ export default function a2aTaskPlane(pi: ExtensionAPI): void {
   let ui: ResidentUi | undefined;
   let logFile: string | undefined;
   let startProblem: string | undefined;
+
+  // A direct responder another extension registered: it answers simple interactions with
+  // a direct A2A Message before any Task exists (see the README, "Answering simple
+  // interactions directly"). One at a time: a second registration replaces the first;
+  // `null` removes it. Kept across sessions (this closure outlives them).
+  let responder: ((request: ExecutorRequest) => unknown) | undefined;
+  pi.events.on("a2a:executor", (data) => {
+    if (data !== null && data !== undefined && typeof data !== "function") {
+      log("a2a_executor_refused", { message: `a2a:executor takes a function (or null to remove it), not ${typeof data}` }, "warn");
+      return;
+    }
+    if (data && responder) log("a2a_executor_replaced", { message: "a second direct responder replaced the first" }, "warn");
+    responder = (data as ((request: ExecutorRequest) => unknown) | null | undefined) ?? undefined;
+    log(responder ? "a2a_executor_registered" : "a2a_executor_removed", {});
+  });
+  // The listener's executor: the registered responder's answer, else a Task. The addon
+  // bounds its time (A2A_EXECUTOR_TIMEOUT_MS) and makes a late, failed or malformed answer
+  // a Task with a log line.
+  const executor = async (request: ExecutorRequest): Promise<Record<string, unknown> | null | undefined> =>
+    responder ? ((await responder(request)) as Record<string, unknown> | null | undefined) : null;
 
   // The tools exist whenever the task plane runs, listener or not; outside a woken
   // Task's turn they refuse (no authority).
@@ -109,7 +130,7 @@ export default function a2aTaskPlane(pi: ExtensionAPI): void {
     try {
       plane = await TaskPlane.open();
       bridge = await AgentBridge.start(plane);
-      if (listenerEnabled()) listener = A2AListener.start(plane);
+      if (listenerEnabled()) listener = A2AListener.start(plane, { executor });
     } catch (err) {
       await closeAll();
       startProblem = startFailure(err);

@@ -138,6 +138,9 @@ pub struct ListenerConfig {
     pub credentials_path: PathBuf,
     /// How long a blocking `message:send` waits for the Task to settle.
     pub blocking_timeout_ms: u64,
+    /// How long the executor may take to answer a new message directly before the message
+    /// becomes a Task (`A2A_EXECUTOR_TIMEOUT_MS`).
+    pub executor_timeout_ms: u64,
     /// Largest request body accepted (413 beyond).
     pub max_body_bytes: usize,
     /// Most connections served at once; further ones wait in the accept queue.
@@ -165,6 +168,7 @@ impl ListenerConfig {
             agent_version: env!("CARGO_PKG_VERSION").into(),
             credentials_path,
             blocking_timeout_ms: 60_000,
+            executor_timeout_ms: 2_000,
             max_body_bytes: 1024 * 1024,
             max_connections: 256,
             idle_timeout_ms: 30_000,
@@ -224,6 +228,9 @@ impl ListenerConfig {
         };
         if let Some(ms) = number("A2A_BLOCKING_TIMEOUT_MS", 0, 3_600_000)? {
             config.blocking_timeout_ms = ms;
+        }
+        if let Some(ms) = number("A2A_EXECUTOR_TIMEOUT_MS", 1, 600_000)? {
+            config.executor_timeout_ms = ms;
         }
         if let Some(bytes) = number("A2A_MAX_BODY_BYTES", 1024, 64 * 1024 * 1024)? {
             config.max_body_bytes = bytes as usize;

@@ -10,7 +10,7 @@ use std::net::{SocketAddr, TcpStream};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use a2a_task_plane::http::AlwaysTask;
+use a2a_task_plane::plane::AlwaysTask;
 use a2a_task_plane::record::{ArtifactRecord, PartRecord, TaskState};
 use common::server::*;
 use serde_json::{json, Value};

@@ -16,8 +16,12 @@ fn lines(path: &std::path::Path) -> Vec<Value> {
         .collect()
 }
 
+/// The sink is the process's one: tests that point it at their own file take turns.
+static SINK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 #[test]
 fn log_lines_go_to_the_rotating_file_filtered_by_a2a_log_with_secrets_redacted() {
+    let _sink = SINK.lock().unwrap_or_else(|p| p.into_inner());
     let tmp = TempRoot::new("logging");
     let dir = tmp.path().join("logs");
     let configured = log::configure(&LogTarget {
@@ -126,4 +130,39 @@ fn with_stderr_off_nothing_reaches_stderr_even_when_the_filter_is_bad() {
     assert!(!stderr.contains("a2a_child_event"), "stderr: {stderr}");
     let written = std::fs::read_to_string(dir.join(LOG_FILE_NAME)).unwrap();
     assert!(written.contains("a2a_child_event"), "{written}");
+}
+
+#[test]
+fn an_executor_that_times_out_or_fails_is_logged_and_the_message_becomes_a_task() {
+    use common::server::{Misbehaving, Server, ALICE};
+    use std::sync::Arc;
+
+    let _sink = SINK.lock().unwrap_or_else(|p| p.into_inner());
+    let tmp = TempRoot::new("executor-log");
+    let configured = log::configure(&LogTarget {
+        directory: Some(tmp.path().join("logs")),
+        stderr: false,
+        filter: None,
+    });
+    let path = configured.file.unwrap();
+    for (executor, event) in [
+        (Misbehaving::Silent, "a2a_executor_timed_out"),
+        (Misbehaving::Failing, "a2a_executor_failed"),
+    ] {
+        let server = Server::start_with(Arc::new(executor), |c| c.executor_timeout_ms = 100);
+        let reply = server.send(ALICE, "m-1", "hello", json!({}));
+        assert_eq!(
+            reply.json()["task"]["status"]["state"],
+            "TASK_STATE_COMPLETED",
+            "{event}: the message became a Task"
+        );
+        let logged = lines(&path);
+        let line = logged
+            .iter()
+            .find(|l| l["event"] == event)
+            .unwrap_or_else(|| panic!("no {event} line in {logged:?}"));
+        assert_eq!(line["level"], "warn");
+        assert_eq!(line["messageId"], "m-1");
+        assert_eq!(line["principal"], "alice");
+    }
 }

@@ -1,17 +1,83 @@
 //! `A2AListener`: the A2A HTTP+JSON listener over an open `TaskPlane`, and its options.
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
+use napi::bindgen_prelude::Promise;
+use napi::threadsafe_function::ThreadsafeFunction;
+use napi::Status;
 use napi_derive::napi;
+use serde_json::Value;
 
+use super::convert::agent_message;
 use super::plane::TaskPlane;
 use super::{failed_precondition, invalid_arg, Result};
 use crate::config::{self, ListenerConfig};
 use crate::http;
+use crate::plane::{AlwaysTask, Answer, Executor};
+use crate::record::MessageRecord;
+use crate::wire;
+
+/// What the listener's `executor` is asked about a new message (never a continuation or a
+/// duplicate).
+#[napi(object, object_from_js = false)]
+pub struct ExecutorRequest {
+    /// The authenticated caller.
+    pub principal: String,
+    /// The caller's message, an A2A `Message` object.
+    #[napi(ts_type = "Record<string, unknown>")]
+    pub message: Value,
+}
+
+/// The JS executor: called on the JS thread, its Promise awaited on the listener's runtime.
+/// Weak: it never keeps Node's event loop alive.
+type JsExecutorFn = ThreadsafeFunction<
+    ExecutorRequest,
+    Promise<Option<Value>>,
+    ExecutorRequest,
+    Status,
+    false,
+    true,
+>;
+
+/// An executor written in JS: `(request) => Promise<Message | null | undefined>`.
+struct JsExecutor {
+    callback: Arc<JsExecutorFn>,
+}
+
+impl Executor for JsExecutor {
+    fn answer(&self, principal: &str, message: &MessageRecord) -> Answer {
+        let request = serde_json::to_value(wire::convert::message_to_wire(message, "", None)).map(
+            |message| ExecutorRequest {
+                principal: principal.to_string(),
+                message,
+            },
+        );
+        let callback = self.callback.clone();
+        Box::pin(async move {
+            let request =
+                request.map_err(|e| format!("cannot hand the message to the executor: {e}"))?;
+            let promise = callback.call_async_catch(request).await.map_err(|e| {
+                format!(
+                    "the executor threw or did not return a Promise (use an async function): {}",
+                    e.reason
+                )
+            })?;
+            let reply = promise
+                .await
+                .map_err(|e| format!("the executor's Promise rejected: {}", e.reason))?;
+            match reply {
+                None | Some(Value::Null) => Ok(None),
+                Some(reply) => agent_message(reply).map(Some).map_err(|e| {
+                    format!("the executor's reply is not an A2A Message: {}", e.reason)
+                }),
+            }
+        })
+    }
+}
 
 /// Options of `A2AListener.start`; anything left out comes from the `A2A_*` environment
 /// variables (and their defaults).
-#[napi(object)]
+#[napi(object, object_to_js = false)]
 #[derive(Default)]
 pub struct ListenerOptions {
     pub host: Option<String>,
@@ -29,14 +95,24 @@ pub struct ListenerOptions {
     pub write_timeout_ms: Option<u32>,
     pub max_streams: Option<u32>,
     pub max_streams_per_principal: Option<u32>,
+    /// How long `executor` may take before the message becomes a Task (default 2000).
+    pub executor_timeout_ms: Option<u32>,
+    /// Answers a simple interaction with a direct A2A Message before any Task exists:
+    /// resolve to a Message (role `ROLE_AGENT`, at least one part; `messageId` minted if
+    /// missing) or to `null`/`undefined` for a Task. Asked only for new work; a duplicate
+    /// gets its first outcome verbatim. Late (`executorTimeoutMs`), throwing, rejecting or
+    /// answering with something else: the message becomes a Task and a log line says so.
+    #[napi(
+        ts_type = "(request: ExecutorRequest) => Promise<Record<string, unknown> | null | undefined>"
+    )]
+    pub executor: Option<JsExecutorFn>,
 }
 
 /// The listener's configuration: each option given overrides its `A2A_*` variable, and the
 /// result is validated by the one function that reads the environment
 /// ([`ListenerConfig::from_env`]), so an option and its variable accept exactly the same
 /// values; an error names the option it came from.
-fn listener_config(options: Option<ListenerOptions>) -> Result<ListenerConfig> {
-    let o = options.unwrap_or_default();
+fn listener_config(o: ListenerOptions) -> Result<ListenerConfig> {
     let number = |n: Option<u32>| n.map(|n| n.to_string());
     let given: Vec<(&str, &str, Option<String>)> = vec![
         ("host", "A2A_HOST", o.host),
@@ -58,6 +134,11 @@ fn listener_config(options: Option<ListenerOptions>) -> Result<ListenerConfig> {
             "blockingTimeoutMs",
             "A2A_BLOCKING_TIMEOUT_MS",
             number(o.blocking_timeout_ms),
+        ),
+        (
+            "executorTimeoutMs",
+            "A2A_EXECUTOR_TIMEOUT_MS",
+            number(o.executor_timeout_ms),
         ),
         (
             "maxBodyBytes",
@@ -122,13 +203,16 @@ impl A2aListener {
     /// configuration or the credentials file is unusable or the address is taken.
     #[napi(factory, catch_unwind)]
     pub fn start(plane: &TaskPlane, options: Option<ListenerOptions>) -> Result<A2aListener> {
+        let mut options = options.unwrap_or_default();
+        let executor: Arc<dyn Executor> = match options.executor.take() {
+            Some(callback) => Arc::new(JsExecutor {
+                callback: Arc::new(callback),
+            }),
+            None => Arc::new(AlwaysTask),
+        };
         let config = listener_config(options)?;
-        let listener = http::Listener::start(
-            plane.plane.clone(),
-            config,
-            std::sync::Arc::new(http::AlwaysTask),
-        )
-        .map_err(failed_precondition)?;
+        let listener = http::Listener::start(plane.plane.clone(), config, executor)
+            .map_err(failed_precondition)?;
         Ok(A2aListener {
             url: listener.url().to_string(),
             port: u32::from(listener.local_addr().port()),

@@ -2,15 +2,18 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
 
-use napi::bindgen_prelude::AsyncTask;
+use napi::bindgen_prelude::{AsyncTask, PromiseRaw};
+use napi::Env;
 use napi_derive::napi;
 use serde_json::Value;
 
 use super::convert::{
     activation, inbound_message, Acceptance, ActivationInput, InspectedTask, TaskState, TaskSummary,
 };
-use super::{internal, invalid_arg, plane_error, Json, PlaneCall, Result};
+use super::{internal, invalid_arg, plane_error, spawn, Json, PlaneCall, Result, Settled};
 use crate::config;
 use crate::plane::{self, PlaneOptions};
 use crate::record;
@@ -165,27 +168,38 @@ impl TaskPlane {
         }))
     }
 
-    /// A2A intake of new work: the message's `contextId` is used only when the principal
-    /// owns it; otherwise the Task gets a fresh context.
+    /// A2A intake, decided as the HTTP listener decides it (one function in the plane): a
+    /// message with a `taskId` continues that Task (only the principal's own, only while it
+    /// waits for input); a duplicate gets its prior outcome; anything else is new work, a
+    /// Task in the message's `contextId` when the principal owns it, else in a fresh one.
     #[napi(ts_return_type = "Promise<Acceptance>")]
-    pub fn accept_in_context(
+    pub fn accept_in_context<'env>(
         &self,
+        env: &'env Env,
         principal: String,
         message: Value,
-    ) -> Result<AsyncTask<PlaneCall<Acceptance>>> {
+    ) -> Result<PromiseRaw<'env, Settled<Acceptance>>> {
         let (record, context_id, task_id) = inbound_message(message)?;
-        if task_id.is_some() {
-            return Err(invalid_arg(
-                "invalid Message: field `taskId`: a message naming a Task is a continuation; use continueTask",
-            ));
-        }
+        let inbound = plane::Inbound {
+            principal,
+            context_id,
+            task_id,
+            message: record,
+            extensions: Vec::new(),
+        };
         let plane = self.plane.clone();
-        Ok(PlaneCall::new(move || {
-            plane
-                .accept_in_context(&principal, context_id.as_deref(), record, Vec::new())
-                .map_err(plane_error)
-                .and_then(Acceptance::try_from)
-        }))
+        spawn(env, async move {
+            // Its own task: a panic in a plane call rejects, never crosses into Node.
+            let intake = tokio::spawn(async move {
+                plane
+                    .intake(inbound, Arc::new(plane::AlwaysTask), Duration::ZERO)
+                    .await
+            });
+            match intake.await {
+                Ok(result) => result.map_err(plane_error).and_then(Acceptance::try_from),
+                Err(e) => Err(internal(e)),
+            }
+        })
     }
 
     /// Trusted creation of a new Task in an existing context the principal owns.

@@ -57,29 +57,10 @@ pub use auth::Credentials;
 pub use error::ApiError;
 
 use crate::config::ListenerConfig;
-use crate::plane::TaskPlane;
-use crate::record::MessageRecord;
+use crate::plane::{Executor, TaskPlane};
 
 /// The body type of every response.
 pub type Body = BoxBody<Bytes, Infallible>;
-
-/// Decides whether an inbound message gets a direct Message answer instead of a Task.
-/// The Pi bridge always mints Tasks (the default).
-pub trait Executor: Send + Sync + 'static {
-    /// `Some(reply)` answers `message` directly (no Task); `None` makes it a Task.
-    fn respond_directly(
-        &self,
-        _principal: &str,
-        _message: &MessageRecord,
-    ) -> Option<MessageRecord> {
-        None
-    }
-}
-
-/// The default executor: every message is work.
-pub struct AlwaysTask;
-
-impl Executor for AlwaysTask {}
 
 /// Everything a request handler needs.
 pub(crate) struct Shared {

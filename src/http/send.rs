@@ -6,12 +6,11 @@ use std::time::Duration;
 use hyper::body::Incoming;
 use hyper::{Request, Response, StatusCode};
 
-use super::blocking::blocking;
 use super::error::ApiError;
 use super::project::task_snapshot;
 use super::task_stream::{stream_task, wait_settled};
 use super::{json_response, negotiate, sse, Body, Ctx};
-use crate::plane::Acceptance;
+use crate::plane::{Acceptance, Inbound};
 use crate::record::Role;
 use crate::wire::{
     self, send_message_response, stream_response, SendMessageRequest, SendMessageResponse,
@@ -52,8 +51,9 @@ async fn parse(ctx: &Ctx, req: Request<Incoming>) -> Result<Parsed, ApiError> {
     Ok(Parsed { request })
 }
 
-/// Accepts the message: continuation by explicit taskId, or new work (a Task, or a direct
-/// Message when the executor answers directly).
+/// Accepts the message through the plane's one intake decision: continuation by explicit
+/// taskId, the prior outcome of a duplicate, or new work (a Task, or a direct Message when
+/// the executor answers directly in time).
 async fn accept(ctx: &Ctx, request: &SendMessageRequest) -> Result<Acceptance, ApiError> {
     let message = request
         .message
@@ -67,31 +67,25 @@ async fn accept(ctx: &Ctx, request: &SendMessageRequest) -> Result<Acceptance, A
             "a client's message is ROLE_USER",
         ));
     }
+    let inbound = Inbound {
+        principal: ctx.principal.clone(),
+        context_id,
+        task_id,
+        message: record,
+        extensions: ctx.extensions.clone(),
+    };
     let plane = ctx.shared.plane.clone();
     let executor = ctx.shared.executor.clone();
-    let principal = ctx.principal.clone();
-    let extensions = ctx.extensions.clone();
-    blocking(move || {
-        if let Some(task_id) = task_id {
-            return plane.continue_task(
-                &principal,
-                &task_id,
-                context_id.as_deref(),
-                record,
-                extensions,
-            );
-        }
-        if let Some(prior) =
-            plane.prior_outcome(&principal, context_id.as_deref(), None, &record)?
-        {
-            return Ok(prior);
-        }
-        match executor.respond_directly(&principal, &record) {
-            Some(reply) => plane.respond_directly(&principal, context_id.as_deref(), record, reply),
-            None => plane.accept_in_context(&principal, context_id.as_deref(), record, extensions),
-        }
-    })
-    .await
+    let bound = Duration::from_millis(ctx.shared.config.executor_timeout_ms);
+    // Its own task: a panic in a plane call answers 500, as every other route's does.
+    match tokio::spawn(async move { plane.intake(inbound, executor, bound).await }).await {
+        Ok(result) => result.map_err(ApiError::from),
+        Err(_) => Err(ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "INTERNAL",
+            "the task plane call failed unexpectedly; nothing was acknowledged",
+        )),
+    }
 }
 
 fn direct_message(acceptance: &Acceptance) -> Option<wire::Message> {

@@ -10,6 +10,8 @@
 //! - idempotency on (principal, messageId / event identity): [`intake::prior_outcome`];
 //! - acceptance = claim + Task + history + evidence + wake record in one transaction:
 //!   [`intake::create_task`], [`intake::continue_task`];
+//! - the intake decision for an A2A message (explicit taskId → continue; prior outcome;
+//!   the executor's direct Message or a Task): [`TaskPlane::intake`] (`route.rs`);
 //! - retention and compaction at startup: [`retention`].
 //!
 //! Nothing in an inbound message selects an agent, a tool set or a workflow: intake only
@@ -22,6 +24,7 @@ mod inspect;
 mod intake;
 mod query;
 mod retention;
+mod route;
 mod rows;
 
 use std::collections::HashMap;
@@ -39,6 +42,7 @@ pub use error::PlaneError;
 pub use inspect::{Inspector, StoreStats};
 pub use query::{ListFilter, PageCursor, SummaryFilter, TaskPage, TaskSummary};
 pub use retention::{CompactionReport, RETENTION_MS};
+pub use route::{check_direct_reply, AlwaysTask, Answer, Executor, Inbound};
 pub use rows::content_address;
 
 use crate::clock::{Clock, SystemClock};
@@ -568,12 +572,7 @@ impl TaskPlane {
         reply: MessageRecord,
     ) -> Result<Acceptance, PlaneError> {
         let intake = self.message_intake(principal, context_id, None, message, Vec::new())?;
-        if reply.role != Role::Agent || reply.parts.is_empty() {
-            return Err(PlaneError::Invalid {
-                field: "reply".into(),
-                message: "a direct reply is an agent message with at least one part".into(),
-            });
-        }
+        check_direct_reply(&reply)?;
         let now = self.now();
         self.write_intake(move |tx| {
             if let Some(prior) = intake::prior_outcome(tx.conn(), &intake)? {

@@ -14,7 +14,8 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use a2a_task_plane::config::ListenerConfig;
-use a2a_task_plane::http::{AlwaysTask, Executor, Listener};
+use a2a_task_plane::http::Listener;
+use a2a_task_plane::plane::{AlwaysTask, Answer, Executor};
 use a2a_task_plane::plane::{InterruptKind, PlaneOptions, TaskPlane};
 use a2a_task_plane::record::{ArtifactRecord, MessageRecord, PartContent, PartRecord};
 use serde_json::{json, Value};
@@ -349,15 +350,42 @@ fn act(plane: &TaskPlane, id: &str, gate: &mpsc::Receiver<()>) -> Result<(), Str
     })
 }
 
-pub struct Direct;
+/// Answers `ping` directly with a fresh `pong <id>` (so a duplicate returning the first
+/// reply is visible); everything else is a Task. Counts the times it is asked.
+#[derive(Default)]
+pub struct Direct {
+    pub asked: std::sync::atomic::AtomicUsize,
+}
 
 impl Executor for Direct {
-    fn respond_directly(&self, _principal: &str, message: &MessageRecord) -> Option<MessageRecord> {
-        match &message.parts[0].content {
+    fn answer(&self, _principal: &str, message: &MessageRecord) -> Answer {
+        self.asked.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let reply = match &message.parts[0].content {
             PartContent::Text(t) if t == "ping" => {
                 Some(agent(&format!("pong {}", a2a_task_plane::ids::mint())))
             }
             _ => None,
+        };
+        Box::pin(std::future::ready(Ok(reply)))
+    }
+}
+
+/// An executor that misbehaves in one way: never answers, fails, panics, or answers with a
+/// message that is not a direct reply (a user message).
+pub enum Misbehaving {
+    Silent,
+    Failing,
+    Panicking,
+    UserReply,
+}
+
+impl Executor for Misbehaving {
+    fn answer(&self, _principal: &str, message: &MessageRecord) -> Answer {
+        match self {
+            Misbehaving::Silent => Box::pin(std::future::pending()),
+            Misbehaving::Failing => Box::pin(std::future::ready(Err("the executor broke".into()))),
+            Misbehaving::Panicking => Box::pin(async { panic!("the executor panicked") }),
+            Misbehaving::UserReply => Box::pin(std::future::ready(Ok(Some(message.clone())))),
         }
     }
 }

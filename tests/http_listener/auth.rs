@@ -4,7 +4,8 @@
 use std::sync::Arc;
 
 use a2a_task_plane::config::ListenerConfig;
-use a2a_task_plane::http::{AlwaysTask, Listener};
+use a2a_task_plane::http::Listener;
+use a2a_task_plane::plane::AlwaysTask;
 use serde_json::json;
 
 use crate::common::http::{request, Reply};

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use a2a_task_plane::http::AlwaysTask;
+use a2a_task_plane::plane::AlwaysTask;
 
 use crate::common::http::request;
 use crate::common::server::*;

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use a2a_task_plane::http::AlwaysTask;
+use a2a_task_plane::plane::AlwaysTask;
 use serde_json::json;
 
 use crate::common::http::request;

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use a2a_task_plane::clock::ManualClock;
-use a2a_task_plane::http::AlwaysTask;
+use a2a_task_plane::plane::AlwaysTask;
 use a2a_task_plane::plane::PlaneOptions;
 use serde_json::{json, Value};
 

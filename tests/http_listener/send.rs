@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use a2a_task_plane::http::AlwaysTask;
+use a2a_task_plane::plane::AlwaysTask;
 use serde_json::json;
 
 use crate::common::server::*;
@@ -104,7 +104,7 @@ fn interrupted_states_settle_a_blocking_send_and_an_explicit_task_id_continues_i
 
 #[test]
 fn a_simple_interaction_returns_a_direct_message_and_a_duplicate_returns_the_prior_direct_result() {
-    let server = Server::start_with(Arc::new(Direct), |_| {});
+    let server = Server::start_with(Arc::new(Direct::default()), |_| {});
     let first = server.send(ALICE, "p-1", "ping", json!({}));
     let message = first.json()["message"].clone();
     assert_eq!(message["role"], "ROLE_AGENT");
@@ -121,6 +121,68 @@ fn a_simple_interaction_returns_a_direct_message_and_a_duplicate_returns_the_pri
     );
     let list = server.call("GET", "/tasks", Some(ALICE), None).json();
     assert_eq!(list["totalSize"], 0);
+}
+
+#[test]
+fn the_executor_is_asked_only_for_new_work() {
+    let executor = Arc::new(Direct::default());
+    let server = Server::start_with(executor.clone(), |_| {});
+    let asked = || executor.asked.load(std::sync::atomic::Ordering::SeqCst);
+    let ping = server.send(ALICE, "p-1", "ping", json!({}));
+    assert_eq!(ping.json()["message"]["role"], "ROLE_AGENT");
+    assert_eq!(asked(), 1);
+    // A duplicate gets its prior outcome without asking again.
+    server.send(ALICE, "p-1", "ping", json!({}));
+    assert_eq!(asked(), 1, "a duplicate is not new work");
+    // A message the executor declines is a Task.
+    let ask = server.send(ALICE, "m-1", "ask", json!({}));
+    let task = &ask.json()["task"];
+    assert_eq!(task["status"]["state"], "TASK_STATE_INPUT_REQUIRED");
+    assert_eq!(asked(), 2);
+    // An explicit taskId continues that Task, even with a text the executor would answer.
+    let answer = server.send(ALICE, "m-2", "ping", json!({"taskId": task["id"]}));
+    assert_eq!(
+        answer.json()["task"]["id"],
+        task["id"],
+        "{:?}",
+        answer.json()
+    );
+    assert_eq!(asked(), 2, "a continuation is not new work");
+}
+
+/// Each misbehaviour of an executor makes the message a Task that the agent then works:
+/// nothing is lost or refused.
+fn misbehaving_executor_falls_back_to_a_task(executor: Misbehaving) {
+    let server = Server::start_with(Arc::new(executor), |c| c.executor_timeout_ms = 200);
+    let reply = server.send(ALICE, "m-1", "hello", json!({}));
+    assert_eq!(
+        reply.status,
+        200,
+        "{}",
+        String::from_utf8_lossy(&reply.body)
+    );
+    let task = &reply.json()["task"];
+    assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED");
+    assert_eq!(task["history"][0]["parts"][0]["text"], "hello");
+    // Its duplicate is the same Task.
+    let again = server.send(ALICE, "m-1", "hello", json!({}));
+    assert_eq!(again.json()["task"]["id"], task["id"]);
+}
+
+#[test]
+fn an_executor_that_does_not_answer_in_time_makes_the_message_a_task() {
+    misbehaving_executor_falls_back_to_a_task(Misbehaving::Silent);
+}
+
+#[test]
+fn an_executor_that_fails_or_panics_makes_the_message_a_task() {
+    misbehaving_executor_falls_back_to_a_task(Misbehaving::Failing);
+    misbehaving_executor_falls_back_to_a_task(Misbehaving::Panicking);
+}
+
+#[test]
+fn an_executor_reply_that_is_not_an_agent_message_makes_the_message_a_task() {
+    misbehaving_executor_falls_back_to_a_task(Misbehaving::UserReply);
 }
 
 #[test]

@@ -48,7 +48,7 @@ fn message_stream_sends_the_task_then_live_updates_and_closes_when_settled() {
 
 #[test]
 fn message_stream_of_a_direct_message_is_one_event() {
-    let server = Server::start_with(Arc::new(Direct), |_| {});
+    let server = Server::start_with(Arc::new(Direct::default()), |_| {});
     let body =
         json!({"message": {"messageId": "s-1", "role": "ROLE_USER", "parts": [{"text": "ping"}]}});
     let events = server
