@@ -62,6 +62,37 @@ test("with A2A_SERVER=1 the listener serves the card on loopback and stops with 
   await assert.rejects(fetch(`${url}/.well-known/agent-card.json`), "nothing listens after Pi exits");
 });
 
+test("another extension's direct responder answers a simple interaction with a direct Message; a second registration replaces the first", async () => {
+  const dir = mkdtempSync(join(tmpdir(), "pi-a2a-"));
+  const credentials = join(dir, "credentials.json");
+  const token = "pi-test-token-0123456789";
+  writeFileSync(credentials, JSON.stringify({ credentials: [{ token, principal: "tester" }] }));
+  const responder = join(repoRoot, "__test__/fixtures/direct-responder.ts");
+  const pi = new PiRpc([repoRoot, responder], { A2A_SERVER: "1", A2A_PORT: "0", A2A_CREDENTIALS_PATH: credentials });
+  try {
+    const url = /at (http:\/\/127\.0\.0\.1:\d+)/.exec(await a2aStatus(pi))?.[1] ?? "";
+    assert.ok(url);
+    const send = async (messageId: string, text: string) => {
+      const response = await fetch(`${url}/message:send`, {
+        method: "POST",
+        headers: { Authorization: `Bearer ${token}`, "Content-Type": "application/json", "A2A-Version": "1.0" },
+        body: JSON.stringify({ message: { messageId, role: "ROLE_USER", parts: [{ text }] }, configuration: { returnImmediately: true } }),
+      });
+      assert.equal(response.status, 200);
+      return (await response.json()) as { message?: { role: string; parts: { text: string }[] }; task?: { id: string } };
+    };
+    const ping = await send("m-1", "ping");
+    assert.equal(ping.message?.role, "ROLE_AGENT", JSON.stringify(ping));
+    assert.equal(ping.message?.parts[0]?.text, "pong tester", "the second responder's answer");
+    assert.equal(ping.task, undefined, "no Task exists");
+    const work = await send("m-2", "something to work on");
+    assert.ok(work.task?.id, `declined: a Task (${JSON.stringify(work)})`);
+  } finally {
+    assert.equal(await pi.close(), 0, pi.stderr);
+  }
+  assert.match(pi.stderr, /"event":"a2a_executor_replaced"/);
+});
+
 test("an unusable A2A setting is reported by Pi, naming the variable", async () => {
   const pi = new PiRpc([repoRoot], { A2A_SERVER: "1", A2A_CREDENTIALS_PATH: "/nonexistent/credentials.json", A2A_PORT: "0" });
   try {
