@@ -28,6 +28,7 @@ use serde_json::json;
 
 use crate::events::Accepted;
 use crate::plane::{Delivery, PlaneError, TaskPlane};
+use crate::record::EvidenceKind;
 use crate::store::StoreError;
 
 /// Wakes that may wait behind the offered or active turn.
@@ -340,7 +341,7 @@ impl WakeQueue {
             if let Err(err) = self.inner.plane.fail_wake(
                 &accepted.activation_id,
                 &accepted.task_id,
-                "wake_overflow",
+                EvidenceKind::WakeOverflow,
                 &reason,
                 &overflow_message(),
             ) {
@@ -650,7 +651,12 @@ impl WakeQueue {
                         "the task's session failed {} turns in a row (last: {reason}); it is offered again after a restart",
                         pending.failures
                     );
-                    plane.record_unhealthy(&activation_id, &task, "turn_failed", &evidence)?;
+                    plane.record_unhealthy(
+                        &activation_id,
+                        &task,
+                        EvidenceKind::TurnFailed,
+                        &evidence,
+                    )?;
                     self.note(&task, &turns_exhausted_message(&reason, pending.failures));
                     false
                 } else {
@@ -681,7 +687,7 @@ impl WakeQueue {
             TurnOutcome::Ended => {
                 let settled = plane
                     .task(&task, Some(0), false)?
-                    .is_none_or(|t| t.state.is_terminal() || t.state.is_interrupted());
+                    .is_none_or(|t| t.state.is_settled());
                 if settled {
                     false
                 } else if delivery >= MAX_DELIVERIES {
@@ -696,7 +702,7 @@ impl WakeQueue {
                     plane.fail_wake(
                         &activation_id,
                         &task,
-                        "wake_failed",
+                        EvidenceKind::WakeFailed,
                         &reason,
                         &unsettled_failure_message(delivery, pending.last_error.as_ref()),
                     )?;

@@ -7,7 +7,9 @@ use rusqlite::Connection;
 use super::rows::{self, TaskRow};
 use super::{PlaneError, Published, TaskPlane};
 use crate::events::TaskEvent;
-use crate::record::{ArtifactRecord, Continuation, MessageRecord, TaskRecord, TaskState};
+use crate::record::{
+    ArtifactRecord, ClaimState, Continuation, EvidenceKind, MessageRecord, TaskRecord, TaskState,
+};
 
 /// Which interrupted state a request for input puts the Task in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -279,7 +281,7 @@ impl TaskPlane {
 /// Unhealthy evidence about an activation of a Task.
 fn unhealthy_wake_evidence(
     conn: &Connection,
-    kind: &str,
+    kind: &EvidenceKind,
     activation_id: &str,
     task_id: &str,
     reason: &str,
@@ -292,7 +294,7 @@ fn unhealthy_wake_evidence(
         Some(task_id),
         Some(activation_id),
         &serde_json::json!({ "activationId": activation_id }),
-        &serde_json::json!({ "kind": kind, "activationId": activation_id, "taskId": task_id, "reason": reason, "at": now }),
+        &serde_json::json!({ "kind": kind.as_str(), "activationId": activation_id, "taskId": task_id, "reason": reason, "at": now }),
         now,
     )?;
     Ok(())
@@ -324,8 +326,11 @@ impl TaskPlane {
             let Some((claim_state, deliveries)) = claim else {
                 return Ok((Delivery::Skipped(format!("activation {activation_id} has no claim for task {task_id}")), vec![]));
             };
-            if claim_state != "ACCEPTED" && claim_state != "WOKEN" {
-                return Ok((Delivery::Skipped(format!("activation {activation_id} is {claim_state}")), vec![]));
+            let claim_state = ClaimState::parse(&claim_state).ok_or_else(|| {
+                crate::store::StoreError::Corrupt(format!("claim {activation_id}: unknown state `{claim_state}`"))
+            })?;
+            if !claim_state.is_deliverable() {
+                return Ok((Delivery::Skipped(format!("activation {activation_id} is {}", claim_state.as_str())), vec![]));
             }
             let Some(task) = rows::task_by_id(conn, &task_id)? else {
                 return Ok((Delivery::Skipped(format!("task {task_id} is gone")), vec![]));
@@ -334,7 +339,7 @@ impl TaskPlane {
             if state.is_terminal() {
                 return Ok((Delivery::Skipped(format!("task {task_id} is {}", state.as_str())), vec![]));
             }
-            if state.is_interrupted() && task.record.input_request_open {
+            if task.record.awaits_caller() {
                 return Ok((Delivery::Skipped(format!("task {task_id} waits for its caller")), vec![]));
             }
             let mut published = vec![];
@@ -346,10 +351,10 @@ impl TaskPlane {
             let n = deliveries + 1;
             conn.prepare_cached("UPDATE claims SET deliveries = ?2 WHERE activation_id = ?1")?
                 .execute(rusqlite::params![activation_id, n])?;
-            if claim_state == "ACCEPTED" {
-                rows::push_claim_state(conn, &activation_id, "WOKEN", None, None, now)?;
+            if claim_state == ClaimState::Accepted {
+                rows::push_claim_state(conn, &activation_id, ClaimState::Woken, None, None, now)?;
             }
-            rows::append_claim_record(conn, &activation_id, "WAKE_DELIVERED", Some(n), None, now)?;
+            rows::append_claim_record(conn, &activation_id, ClaimState::WakeDelivered, Some(n), None, now)?;
             Ok((Delivery::Delivered { delivery: n }, published))
         })
     }
@@ -363,14 +368,13 @@ impl TaskPlane {
         &self,
         activation_id: &str,
         task_id: &str,
-        kind: &str,
+        kind: EvidenceKind,
         reason: &str,
         caller_message: &str,
     ) -> Result<(), PlaneError> {
-        let (activation_id, task_id, kind, reason, caller_message) = (
+        let (activation_id, task_id, reason, caller_message) = (
             activation_id.to_string(),
             task_id.to_string(),
-            kind.to_string(),
             reason.to_string(),
             caller_message.to_string(),
         );
@@ -380,7 +384,7 @@ impl TaskPlane {
             rows::push_claim_state(
                 conn,
                 &activation_id,
-                "WAKE_FAILED",
+                ClaimState::WakeFailed,
                 None,
                 Some(&reason),
                 now,
@@ -391,11 +395,9 @@ impl TaskPlane {
                 .query_row([&task_id], |r| r.get(0))?;
             let mut published = vec![];
             if let Some(task) = rows::task_by_id(conn, &task_id)? {
-                let waiting_for_caller =
-                    task.record.state.is_interrupted() && task.record.input_request_open;
                 if newest.as_deref() == Some(activation_id.as_str())
                     && !task.record.state.is_terminal()
-                    && !waiting_for_caller
+                    && !task.record.awaits_caller()
                 {
                     let message =
                         MessageRecord::agent(vec![crate::record::PartRecord::text(caller_message)]);
@@ -421,13 +423,12 @@ impl TaskPlane {
         &self,
         activation_id: &str,
         task_id: &str,
-        kind: &str,
+        kind: EvidenceKind,
         reason: &str,
     ) -> Result<(), PlaneError> {
-        let (activation_id, task_id, kind, reason) = (
+        let (activation_id, task_id, reason) = (
             activation_id.to_string(),
             task_id.to_string(),
-            kind.to_string(),
             reason.to_string(),
         );
         let now = self.now();
@@ -449,10 +450,12 @@ impl TaskPlane {
                 "SELECT c.activation_id, c.task_id, c.context_id FROM tasks t JOIN claims c \
                  ON c.activation_id = (SELECT MAX(c2.activation_id) FROM claims c2 WHERE c2.task_id = t.task_id) \
                  WHERE t.state IN {} \
-                 AND c.state IN ('ACCEPTED', 'WOKEN') \
-                 AND NOT (t.state IN ('input_required', 'auth_required') AND t.input_request_open = 1) \
+                 AND c.state IN {} \
+                 AND NOT {} \
                  ORDER BY c.activation_id",
-                rows::live_states_sql()
+                rows::live_states_sql(),
+                rows::claim_states_sql(ClaimState::is_deliverable),
+                rows::awaits_caller_sql("t"),
             ))?;
             let rows = stmt
                 .query_map([], |r| {

@@ -20,38 +20,7 @@ use serde_json::json;
 use super::rows;
 use super::{PlaneError, TaskPlane};
 use crate::ids::check_identifier;
-
-/// How a delivery found in `sending` after a crash is recovered (the source's Delivery
-/// recovery column).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Recovery {
-    /// The provider deduplicates on the operation id: resending is safe.
-    IdempotencyKey,
-    /// The provider can be asked whether the mutation happened (needs a reconciler).
-    Lookup,
-    /// Neither: mark ambiguous, record evidence, report unhealthy.
-    Ambiguous,
-}
-
-impl Recovery {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Recovery::IdempotencyKey => "idempotency_key",
-            Recovery::Lookup => "lookup",
-            Recovery::Ambiguous => "ambiguous",
-        }
-    }
-
-    pub fn parse(name: &str) -> Option<Recovery> {
-        [
-            Recovery::IdempotencyKey,
-            Recovery::Lookup,
-            Recovery::Ambiguous,
-        ]
-        .into_iter()
-        .find(|r| r.as_str() == name)
-    }
-}
+use crate::record::{DeliveryState, EvidenceKind, Recovery};
 
 /// One response to deliver.
 #[derive(Debug, Clone)]
@@ -165,7 +134,7 @@ pub enum DeliveryStart {
 /// The stored state of a delivery.
 #[derive(Debug, Clone)]
 struct Row {
-    state: String,
+    state: DeliveryState,
     provider_response_id: Option<String>,
     detail: Option<String>,
 }
@@ -243,19 +212,19 @@ impl TaskPlane {
         can_look_up: bool,
     ) -> Result<DeliveryStart, PlaneError> {
         let row = self.prepare_delivery(request)?;
-        match row.state.as_str() {
-            "delivered" => {
+        match row.state {
+            DeliveryState::Delivered => {
                 return Ok(DeliveryStart::Finished(DeliveryOutcome::Delivered {
                     provider_response_id: row.provider_response_id.unwrap_or_default(),
                     sent_now: false,
                 }))
             }
-            "ambiguous" => {
+            DeliveryState::Ambiguous => {
                 return Ok(DeliveryStart::Finished(DeliveryOutcome::Ambiguous {
                     detail: row.detail.unwrap_or_default(),
                 }))
             }
-            "sending" => match request.recovery {
+            DeliveryState::Sending => match request.recovery {
                 Recovery::IdempotencyKey => {}
                 Recovery::Lookup if can_look_up => return Ok(DeliveryStart::Lookup),
                 Recovery::Lookup => {
@@ -276,9 +245,9 @@ impl TaskPlane {
                         .map(DeliveryStart::Finished)
                 }
             },
-            _ => {}
+            DeliveryState::Prepared | DeliveryState::Failed => {}
         }
-        self.set_delivery_state(request, "sending", None, None)?;
+        self.set_delivery_state(request, DeliveryState::Sending, None, None)?;
         Ok(DeliveryStart::Send)
     }
 
@@ -291,7 +260,12 @@ impl TaskPlane {
     ) -> Result<DeliveryStart, PlaneError> {
         let next = match found {
             Ok(Some(provider_response_id)) => self
-                .set_delivery_state(request, "delivered", Some(&provider_response_id), None)
+                .set_delivery_state(
+                    request,
+                    DeliveryState::Delivered,
+                    Some(&provider_response_id),
+                    None,
+                )
                 .map(|_| {
                     DeliveryStart::Finished(DeliveryOutcome::Delivered {
                         provider_response_id,
@@ -299,7 +273,7 @@ impl TaskPlane {
                     })
                 }),
             Ok(None) => self
-                .set_delivery_state(request, "sending", None, None)
+                .set_delivery_state(request, DeliveryState::Sending, None, None)
                 .map(|_| DeliveryStart::Send),
             Err(err) => self
                 .mark_ambiguous(request, &format!("the reconciler's lookup failed: {err}"))
@@ -325,13 +299,18 @@ impl TaskPlane {
         }
         let outcome = match result {
             Ok(provider_response_id) => self
-                .set_delivery_state(request, "delivered", Some(&provider_response_id), None)
+                .set_delivery_state(
+                    request,
+                    DeliveryState::Delivered,
+                    Some(&provider_response_id),
+                    None,
+                )
                 .map(|_| DeliveryOutcome::Delivered {
                     provider_response_id,
                     sent_now: true,
                 }),
             Err(SendFailure::NotSent(detail)) => self
-                .set_delivery_state(request, "failed", None, Some(&detail))
+                .set_delivery_state(request, DeliveryState::Failed, None, Some(&detail))
                 .map(|_| DeliveryOutcome::NotSent { detail }),
             Err(SendFailure::Unknown(detail)) => self.mark_ambiguous(request, &detail),
         };
@@ -358,21 +337,30 @@ impl TaskPlane {
                     )));
                 }
             }
-            let existing: Option<(String, Row)> = conn
+            let existing = conn
                 .prepare_cached(
                     "SELECT payload_digest, state, provider_response_id, detail FROM deliveries WHERE delivery_id = ?1",
                 )?
                 .query_row([&request.delivery_id], |r| {
                     Ok((
-                        r.get(0)?,
-                        Row {
-                            state: r.get(1)?,
-                            provider_response_id: r.get(2)?,
-                            detail: r.get(3)?,
-                        },
+                        r.get::<_, String>(0)?,
+                        r.get::<_, String>(1)?,
+                        r.get::<_, Option<String>>(2)?,
+                        r.get::<_, Option<String>>(3)?,
                     ))
                 })
                 .optional()?;
+            let existing = existing
+                .map(|(digest, state, provider_response_id, detail)| {
+                    let state = DeliveryState::parse(&state).ok_or_else(|| {
+                        crate::store::StoreError::Corrupt(format!(
+                            "delivery {}: unknown state `{state}`",
+                            request.delivery_id
+                        ))
+                    })?;
+                    Ok::<_, PlaneError>((digest, Row { state, provider_response_id, detail }))
+                })
+                .transpose()?;
             if let Some((digest, row)) = existing {
                 if digest != request.payload_digest {
                     return Err(PlaneError::DeliveryConflict(format!(
@@ -384,7 +372,7 @@ impl TaskPlane {
             }
             conn.prepare_cached(
                 "INSERT INTO deliveries (delivery_id, principal, source, task_id, operation_id, payload_digest, recovery, \
-                 state, created_ms, updated_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'prepared', ?8, ?8)",
+                 state, created_ms, updated_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?9)",
             )?
             .execute(params![
                 request.delivery_id,
@@ -394,10 +382,11 @@ impl TaskPlane {
                 request.operation_id,
                 request.payload_digest,
                 request.recovery.as_str(),
+                DeliveryState::Prepared.as_str(),
                 now
             ])?;
             Ok(Row {
-                state: "prepared".into(),
+                state: DeliveryState::Prepared,
                 provider_response_id: None,
                 detail: None,
             })
@@ -407,7 +396,7 @@ impl TaskPlane {
     fn set_delivery_state(
         &self,
         request: &DeliveryRequest,
-        state: &'static str,
+        state: DeliveryState,
         provider_response_id: Option<&str>,
         detail: Option<&str>,
     ) -> Result<(), PlaneError> {
@@ -419,9 +408,16 @@ impl TaskPlane {
             tx.conn()
                 .prepare_cached(
                     "UPDATE deliveries SET state = ?2, provider_response_id = COALESCE(?3, provider_response_id), \
-                     detail = ?4, attempts = attempts + (?2 = 'sending'), updated_ms = ?5 WHERE delivery_id = ?1",
+                     detail = ?4, attempts = attempts + ?6, updated_ms = ?5 WHERE delivery_id = ?1",
                 )?
-                .execute(params![delivery_id, state, provider_response_id, detail, now])?;
+                .execute(params![
+                    delivery_id,
+                    state.as_str(),
+                    provider_response_id,
+                    detail,
+                    now,
+                    i64::from(state == DeliveryState::Sending)
+                ])?;
             Ok(())
         })
     }
@@ -436,17 +432,17 @@ impl TaskPlane {
         let now = self.now();
         self.write(move |tx| {
             let conn = tx.conn();
-            conn.prepare_cached("UPDATE deliveries SET state = 'ambiguous', detail = ?2, updated_ms = ?3 WHERE delivery_id = ?1")?
-                .execute(params![request.delivery_id, detail_text, now])?;
+            conn.prepare_cached("UPDATE deliveries SET state = ?4, detail = ?2, updated_ms = ?3 WHERE delivery_id = ?1")?
+                .execute(params![request.delivery_id, detail_text, now, DeliveryState::Ambiguous.as_str()])?;
             rows::insert_evidence(
                 conn,
-                "delivery_ambiguous",
+                &EvidenceKind::DeliveryAmbiguous,
                 false,
                 request.task_id.as_deref(),
                 None,
                 &json!({ "deliveryId": request.delivery_id, "operationId": request.operation_id, "source": request.source }),
                 &json!({
-                    "kind": "delivery_ambiguous",
+                    "kind": EvidenceKind::DeliveryAmbiguous.as_str(),
                     "deliveryId": request.delivery_id,
                     "payloadDigest": request.payload_digest,
                     "detail": detail_text,

@@ -9,7 +9,7 @@ use rusqlite::Connection;
 
 use super::query::{summaries, SummaryFilter, TaskSummary};
 use super::{read_full, rows, PlaneError};
-use crate::record::{TaskRecord, TaskState};
+use crate::record::{ClaimState, TaskRecord, TaskState};
 use crate::store;
 
 /// Counts and sizes of a store.
@@ -137,10 +137,6 @@ impl Inspector {
                 }
             }
         }
-        let known: Vec<String> = TaskState::ALL
-            .iter()
-            .map(|s| format!("'{}'", s.as_str()))
-            .collect();
         let terminal = rows::terminal_states_sql();
         let invariants: [(String, &str); 7] = [
             (
@@ -151,7 +147,7 @@ impl Inspector {
                 "has a kept Task count (GET /tasks totalSize) that differs from its Tasks",
             ),
             (
-                format!("SELECT task_id FROM tasks WHERE state NOT IN ({})", known.join(", ")),
+                format!("SELECT task_id FROM tasks WHERE state NOT IN {}", rows::known_states_sql()),
                 "has an unknown state",
             ),
             (
@@ -159,8 +155,11 @@ impl Inspector {
                 "has no claim (every Task is accepted with one, in one transaction)",
             ),
             (
-                "SELECT c.activation_id FROM claims c WHERE c.task_id IS NOT NULL AND c.state NOT IN ('QUARANTINED', 'WAKE_FAILED') \
-                 AND NOT EXISTS (SELECT 1 FROM tasks t WHERE t.task_id = c.task_id)".into(),
+                format!(
+                    "SELECT c.activation_id FROM claims c WHERE c.task_id IS NOT NULL AND c.state NOT IN {} \
+                     AND NOT EXISTS (SELECT 1 FROM tasks t WHERE t.task_id = c.task_id)",
+                    rows::claim_states_sql(ClaimState::is_given_up)
+                ),
                 "is a claim whose Task is missing (the next start quarantines it)",
             ),
             (
@@ -169,7 +168,10 @@ impl Inspector {
                 "is the sequence number of history or artifacts whose Task is missing",
             ),
             (
-                "SELECT task_id FROM tasks WHERE input_request_open = 1 AND state NOT IN ('input_required', 'auth_required')".into(),
+                format!(
+                    "SELECT task_id FROM tasks WHERE input_request_open = 1 AND state NOT IN {}",
+                    rows::interrupted_states_sql()
+                ),
                 "has an open input request but does not wait for input",
             ),
             (

@@ -8,7 +8,7 @@ use serde_json::{json, Value};
 use super::rows::{self, TaskRow};
 use super::{Acceptance, Disposition, PlaneError};
 use crate::ids;
-use crate::record::{Continuation, MessageRecord, TaskState};
+use crate::record::{ClaimRoute, ClaimState, Continuation, EvidenceKind, MessageRecord, TaskState};
 use crate::store::WriteTx;
 
 /// An inbound message on its way to acceptance, already validated.
@@ -27,24 +27,6 @@ pub(crate) struct Intake {
     pub message: MessageRecord,
     pub locator: Value,
     pub extensions: Vec<String>,
-}
-
-/// How a claim was settled.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Route {
-    Created,
-    Continued,
-    Direct,
-}
-
-impl Route {
-    fn as_str(self) -> &'static str {
-        match self {
-            Route::Created => "created",
-            Route::Continued => "continued",
-            Route::Direct => "direct",
-        }
-    }
 }
 
 /// The prior outcome of this (principal, dedupe key), if any.
@@ -200,7 +182,7 @@ pub(crate) fn create_task(
     record_claim(
         tx,
         intake,
-        Route::Created,
+        ClaimRoute::Created,
         Some(&task_id),
         &context_id,
         None,
@@ -232,7 +214,7 @@ pub(crate) fn continue_task(
     record_claim(
         tx,
         intake,
-        Route::Continued,
+        ClaimRoute::Continued,
         Some(&task.record.task_id),
         &task.record.context_id,
         None,
@@ -252,7 +234,7 @@ pub(crate) fn record_direct(
     record_claim(
         tx,
         intake,
-        Route::Direct,
+        ClaimRoute::Direct,
         None,
         context_id,
         Some(reply),
@@ -263,7 +245,7 @@ pub(crate) fn record_direct(
 fn record_claim(
     tx: &WriteTx<'_>,
     intake: &Intake,
-    route: Route,
+    route: ClaimRoute,
     task_id: Option<&str>,
     context_id: &str,
     direct_reply: Option<&MessageRecord>,
@@ -275,7 +257,7 @@ fn record_claim(
     conn.prepare_cached(
         "INSERT INTO claims (activation_id, principal, dedupe_key, source, route, task_id, context_id, digest, \
          requested_context_id, requested_task_id, direct_reply, state, claimed_ms) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, 'ACCEPTED', ?12)",
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
     )?
     .execute(params![
         activation_id,
@@ -289,18 +271,19 @@ fn record_claim(
         intake.requested_context_id,
         intake.requested_task_id,
         direct_reply.map(serde_json::to_string).transpose()?,
+        ClaimState::Accepted.as_str(),
         now_ms
     ])?;
     tx.step("evidence")?;
     rows::insert_evidence(
         conn,
-        "activation",
+        &EvidenceKind::Activation,
         true,
         task_id,
         Some(&activation_id),
         &intake.locator,
         &json!({
-            "kind": "activation",
+            "kind": EvidenceKind::Activation.as_str(),
             "activationId": activation_id,
             "principal": intake.principal,
             "source": intake.source,
@@ -317,16 +300,16 @@ fn record_claim(
     // says so). A direct outcome has no Task, so the wake queue never offers it.
     tx.step("wake")?;
     conn.prepare_cached(
-        "INSERT INTO claim_states (activation_id, n, kind, count, at_ms, detail) VALUES (?1, 0, 'ACCEPTED', NULL, ?2, NULL)",
+        "INSERT INTO claim_states (activation_id, n, kind, count, at_ms, detail) VALUES (?1, 0, ?2, NULL, ?3, NULL)",
     )?
-    .execute(params![activation_id, now_ms])?;
+    .execute(params![activation_id, ClaimState::Accepted.as_str(), now_ms])?;
     Ok(Acceptance {
         activation_id,
         task_id: task_id.map(str::to_string),
         context_id: context_id.to_string(),
         disposition: match route {
-            Route::Created | Route::Direct => Disposition::Created,
-            Route::Continued => Disposition::Continued,
+            ClaimRoute::Created | ClaimRoute::Direct => Disposition::Created,
+            ClaimRoute::Continued => Disposition::Continued,
         },
         state: task_id.map(|_| TaskState::Submitted),
         direct_reply: direct_reply.cloned(),

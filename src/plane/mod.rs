@@ -31,10 +31,9 @@ use std::sync::{Arc, RwLock};
 use rusqlite::{params, OptionalExtension};
 use serde_json::{json, Value};
 
+pub use crate::record::Recovery;
 pub use agent::{Delivery, InterruptKind};
-pub use delivery::{
-    DeliveryOutcome, DeliveryRequest, DeliveryStart, Reconciler, Recovery, SendFailure,
-};
+pub use delivery::{DeliveryOutcome, DeliveryRequest, DeliveryStart, Reconciler, SendFailure};
 pub use error::PlaneError;
 pub use inspect::{Inspector, StoreStats};
 pub use query::{ListFilter, PageCursor, SummaryFilter, TaskPage, TaskSummary};
@@ -44,7 +43,10 @@ pub use rows::content_address;
 use crate::clock::{Clock, SystemClock};
 use crate::events::{Accepted, EventBus, TaskEvent};
 use crate::ids::{self, check_identifier, check_locator};
-use crate::record::{Continuation, Locator, MessageRecord, Role, TaskRecord, TaskState};
+use crate::record::{
+    ClaimState, Continuation, DeliveryState, EvidenceKind, Locator, MessageRecord, Role,
+    TaskRecord, TaskState,
+};
 use crate::store::{Faults, Store, StoreOptions, WriteTx};
 use intake::Intake;
 
@@ -424,9 +426,7 @@ impl TaskPlane {
         let Some(task) = rows::owned_task(conn, &intake.principal, &task_id)? else {
             return Ok(None);
         };
-        let waiting = task.record.state.is_interrupted()
-            && task.record.input_request_open
-            && task.input_request_seq == request_seq;
+        let waiting = task.record.awaits_caller() && task.input_request_seq == request_seq;
         Ok(waiting.then_some(task))
     }
 
@@ -465,7 +465,7 @@ impl TaskPlane {
             if state.is_terminal() {
                 return Err(PlaneError::TaskTerminal { task_id, state });
             }
-            if !(state.is_interrupted() && task.record.input_request_open) {
+            if !task.record.awaits_caller() {
                 return Err(PlaneError::NotAwaitingInput { task_id, state });
             }
             if let Some(schema) = &task.input_schema {
@@ -741,7 +741,7 @@ impl TaskPlane {
         self.write(move |tx| {
             let task = rows::owned_task(tx.conn(), &principal, &task_id)?
                 .ok_or_else(|| PlaneError::TaskNotFound(task_id.clone()))?;
-            if !(task.record.state.is_interrupted() && task.record.input_request_open) {
+            if !task.record.awaits_caller() {
                 return Err(PlaneError::NotAwaitingInput {
                     task_id,
                     state: task.record.state,
@@ -758,9 +758,9 @@ impl TaskPlane {
                 .conn()
                 .prepare_cached(
                     "SELECT delivery_id FROM deliveries WHERE task_id = ?1 AND source = ?2 \
-                     AND provider_response_id = ?3 AND state = 'delivered'",
+                     AND provider_response_id = ?3 AND state = ?4",
                 )?
-                .query_row(params![task_id, source, response], |r| r.get(0))
+                .query_row(params![task_id, source, response, DeliveryState::Delivered.as_str()], |r| r.get(0))
                 .optional()?;
             if delivered.is_none() {
                 return Err(PlaneError::FailedPrecondition(format!(
@@ -790,6 +790,7 @@ impl TaskPlane {
         content: Value,
     ) -> Result<String, PlaneError> {
         check_identifier("kind", kind)?;
+        let kind = EvidenceKind::parse(kind);
         check_locator("locator", locator)?;
         let locator = Value::Object(
             locator
@@ -797,7 +798,7 @@ impl TaskPlane {
                 .map(|(k, v)| (k.clone(), Value::String(v.clone())))
                 .collect(),
         );
-        let (kind, task_id) = (kind.to_string(), task_id.map(str::to_string));
+        let task_id = task_id.map(str::to_string);
         let now = self.now();
         self.write(move |tx| {
             Ok(rows::insert_evidence(
@@ -873,12 +874,13 @@ impl TaskPlane {
         let now = self.now();
         self.write(move |tx| {
             for event_id in &event_ids {
-                let accepted: Option<String> = tx
+                let claim: Option<String> = tx
                     .conn()
                     .prepare_cached("SELECT state FROM claims WHERE principal = ?1 AND dedupe_key = ?2 AND source = ?3")?
                     .query_row(params![principal, event_id, source], |r| r.get(0))
                     .optional()?;
-                if accepted.is_none() || accepted.as_deref() == Some("QUARANTINED") {
+                let quarantined = claim.as_deref().and_then(ClaimState::parse) == Some(ClaimState::Quarantined);
+                if claim.is_none() || quarantined {
                     return Err(PlaneError::FailedPrecondition(format!(
                         "event {event_id} of source `{source}` has not been accepted; a checkpoint advances only after every selected event is accepted"
                     )));

@@ -25,6 +25,7 @@ use serde_json::json;
 use super::rows;
 use super::PlaneError;
 use crate::clock::DAY_MS;
+use crate::record::{ClaimState, DeliveryState, EvidenceKind};
 
 /// The retention floor for operational records: 30 days.
 pub const RETENTION_MS: i64 = 30 * DAY_MS;
@@ -51,12 +52,13 @@ pub(super) fn quarantine_orphaned_claims(
     now_ms: i64,
 ) -> Result<usize, PlaneError> {
     let orphans: Vec<(String, String)> = conn
-        .prepare(
+        .prepare(&format!(
             "SELECT c.activation_id, c.task_id FROM removed_tasks r \
              JOIN claims c ON c.task_id = r.task_id \
-             WHERE c.state NOT IN ('QUARANTINED', 'WAKE_FAILED') \
+             WHERE c.state NOT IN {} \
              AND NOT EXISTS (SELECT 1 FROM tasks t WHERE t.task_id = c.task_id)",
-        )?
+            rows::claim_states_sql(ClaimState::is_given_up)
+        ))?
         .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
         .collect::<Result<_, _>>()?;
     conn.execute("DELETE FROM removed_tasks", [])?;
@@ -65,19 +67,19 @@ pub(super) fn quarantine_orphaned_claims(
         rows::push_claim_state(
             conn,
             activation_id,
-            "QUARANTINED",
+            ClaimState::Quarantined,
             None,
             Some(&detail),
             now_ms,
         )?;
         rows::insert_evidence(
             conn,
-            "claim_quarantined",
+            &EvidenceKind::ClaimQuarantined,
             false,
             Some(task_id),
             Some(activation_id),
             &json!({ "activationId": activation_id }),
-            &json!({ "kind": "claim_quarantined", "activationId": activation_id, "taskId": task_id, "reason": detail, "at": now_ms }),
+            &json!({ "kind": EvidenceKind::ClaimQuarantined.as_str(), "activationId": activation_id, "taskId": task_id, "reason": detail, "at": now_ms }),
             now_ms,
         )?;
     }
@@ -145,8 +147,9 @@ pub(super) fn compact(
     )?;
     report.deliveries = conn.execute(
         &format!(
-            "DELETE FROM deliveries WHERE updated_ms < ?1 AND state <> 'sending' \
-             AND (task_id IS NULL OR task_id NOT IN ({live_task}))"
+            "DELETE FROM deliveries WHERE updated_ms < ?1 AND state <> '{}' \
+             AND (task_id IS NULL OR task_id NOT IN ({live_task}))",
+            DeliveryState::Sending.as_str()
         ),
         [cutoff],
     )?;

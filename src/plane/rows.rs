@@ -5,7 +5,9 @@ use rusqlite::{params, Connection, OptionalExtension, Row};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use crate::record::{ArtifactRecord, Continuation, MessageRecord, TaskRecord, TaskState};
+use crate::record::{
+    ArtifactRecord, ClaimState, Continuation, EvidenceKind, MessageRecord, TaskRecord, TaskState,
+};
 use crate::store::StoreError;
 
 /// `sha256:<hex>` of `bytes`: the content address of payloads and evidence.
@@ -110,12 +112,48 @@ pub fn live_states_sql() -> String {
     states_sql(|s| !s.is_terminal())
 }
 
+/// The interrupted states as an SQL list ([`TaskState::is_interrupted`]).
+pub fn interrupted_states_sql() -> String {
+    states_sql(|s| s.is_interrupted())
+}
+
+/// Every known state as an SQL list.
+pub fn known_states_sql() -> String {
+    states_sql(|_| true)
+}
+
+/// "The Task waits for its caller" ([`TaskRecord::awaits_caller`]) as an SQL condition on
+/// the tasks row named `t`.
+pub fn awaits_caller_sql(t: &str) -> String {
+    format!(
+        "({t}.state IN {} AND {t}.input_request_open = 1)",
+        interrupted_states_sql()
+    )
+}
+
+/// The claim states `keep` selects, as an SQL list.
+pub fn claim_states_sql(keep: impl Fn(ClaimState) -> bool) -> String {
+    sql_list(
+        ClaimState::ALL
+            .into_iter()
+            .filter(|s| keep(*s))
+            .map(ClaimState::as_str),
+    )
+}
+
 fn states_sql(keep: impl Fn(TaskState) -> bool) -> String {
-    let names: Vec<String> = TaskState::ALL
-        .iter()
-        .filter(|s| keep(**s))
-        .map(|s| format!("'{}'", s.as_str()))
-        .collect();
+    sql_list(
+        TaskState::ALL
+            .into_iter()
+            .filter(|s| keep(*s))
+            .map(TaskState::as_str),
+    )
+}
+
+/// `('a', 'b')`: store names as an SQL list for `IN`. The names are the enums' own
+/// (never caller text), so quoting them is safe.
+fn sql_list<'a>(names: impl Iterator<Item = &'a str>) -> String {
+    let names: Vec<String> = names.map(|n| format!("'{n}'")).collect();
     format!("({})", names.join(", "))
 }
 
@@ -228,7 +266,7 @@ pub fn set_status(
 #[allow(clippy::too_many_arguments)]
 pub fn insert_evidence(
     conn: &Connection,
-    kind: &str,
+    kind: &EvidenceKind,
     healthy: bool,
     task_id: Option<&str>,
     activation_id: Option<&str>,
@@ -244,7 +282,7 @@ pub fn insert_evidence(
     )?
     .execute(params![
         id,
-        kind,
+        kind.as_str(),
         healthy as i64,
         task_id,
         activation_id,
@@ -259,7 +297,7 @@ pub fn insert_evidence(
 pub fn append_claim_record(
     conn: &Connection,
     activation_id: &str,
-    kind: &str,
+    kind: ClaimState,
     count: Option<i64>,
     detail: Option<&str>,
     now_ms: i64,
@@ -268,7 +306,7 @@ pub fn append_claim_record(
         "INSERT INTO claim_states (activation_id, n, kind, count, at_ms, detail) \
          VALUES (?1, (SELECT COUNT(*) FROM claim_states WHERE activation_id = ?1), ?2, ?3, ?4, ?5)",
     )?
-    .execute(params![activation_id, kind, count, now_ms, detail])?;
+    .execute(params![activation_id, kind.as_str(), count, now_ms, detail])?;
     Ok(())
 }
 
@@ -276,14 +314,14 @@ pub fn append_claim_record(
 pub fn push_claim_state(
     conn: &Connection,
     activation_id: &str,
-    kind: &str,
+    kind: ClaimState,
     count: Option<i64>,
     detail: Option<&str>,
     now_ms: i64,
 ) -> Result<(), StoreError> {
     append_claim_record(conn, activation_id, kind, count, detail, now_ms)?;
     conn.prepare_cached("UPDATE claims SET state = ?2 WHERE activation_id = ?1")?
-        .execute(params![activation_id, kind])?;
+        .execute(params![activation_id, kind.as_str()])?;
     Ok(())
 }
 
