@@ -4,12 +4,13 @@
 
 use rusqlite::Connection;
 
-use super::rows::{self, TaskRow};
+use super::rows;
 use super::{PlaneError, Published, TaskPlane};
 use crate::events::TaskEvent;
 use crate::record::{
     ArtifactRecord, ClaimState, Continuation, EvidenceKind, MessageRecord, TaskRecord, TaskState,
 };
+use crate::store::tasks::{self, InputRequest, TaskRow};
 
 /// Which interrupted state a request for input puts the Task in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -42,7 +43,7 @@ fn artifact_event(task: &TaskRow, artifact: &ArtifactRecord) -> Published {
 }
 
 fn live_task(conn: &Connection, task_id: &str) -> Result<TaskRow, PlaneError> {
-    let task = rows::task_by_id(conn, task_id)?
+    let task = tasks::by_id(conn, task_id)?
         .ok_or_else(|| PlaneError::TaskNotFound(task_id.to_string()))?;
     if task.record.state.is_terminal() {
         return Err(PlaneError::TaskTerminal {
@@ -84,7 +85,14 @@ impl TaskPlane {
             match task.record.state {
                 TaskState::Working => Ok((TaskState::Working, vec![])),
                 TaskState::Submitted => {
-                    rows::set_status(tx.conn(), task.seq, TaskState::Working, None, now, None)?;
+                    tasks::set_status(
+                        tx.conn(),
+                        task.seq,
+                        TaskState::Working,
+                        None,
+                        now,
+                        InputRequest::Unchanged,
+                    )?;
                     Ok((
                         TaskState::Working,
                         vec![status(&task, TaskState::Working, None, now)],
@@ -133,11 +141,15 @@ impl TaskPlane {
                 InterruptKind::InputRequired => TaskState::InputRequired,
                 InterruptKind::AuthRequired => TaskState::AuthRequired,
             };
-            rows::append_history(tx.conn(), &task, &question)?;
-            rows::set_status(tx.conn(), task.seq, state, Some(&question), now, Some(true))?;
-            tx.conn()
-                .prepare_cached("UPDATE tasks SET input_schema = ?2 WHERE seq = ?1")?
-                .execute(rusqlite::params![task.seq, input_schema.as_ref().map(|s| s.to_string())])?;
+            tasks::append_history(tx.conn(), &task, &question)?;
+            tasks::set_status(
+                tx.conn(),
+                task.seq,
+                state,
+                Some(&question),
+                now,
+                InputRequest::Open(input_schema.as_ref()),
+            )?;
             Ok(((), vec![status(&task, state, Some(&question), now)]))
         })
     }
@@ -158,7 +170,7 @@ impl TaskPlane {
                     task.record.state.as_str()
                 )));
             }
-            rows::append_artifact(tx.conn(), &task, &artifact)?;
+            tasks::append_artifact(tx.conn(), &task, &artifact)?;
             Ok(((), vec![artifact_event(&task, &artifact)]))
         })
     }
@@ -180,20 +192,20 @@ impl TaskPlane {
             let mut task = live_task(tx.conn(), &task_id)?;
             let mut published = Vec::with_capacity(artifacts.len() + 1);
             for artifact in &artifacts {
-                rows::append_artifact(tx.conn(), &task, artifact)?;
+                tasks::append_artifact(tx.conn(), &task, artifact)?;
                 task.artifact_len += 1;
                 published.push(artifact_event(&task, artifact));
             }
             if let Some(message) = &message {
-                rows::append_history(tx.conn(), &task, message)?;
+                tasks::append_history(tx.conn(), &task, message)?;
             }
-            rows::set_status(
+            tasks::set_status(
                 tx.conn(),
                 task.seq,
                 TaskState::Completed,
                 message.as_ref(),
                 now,
-                Some(false),
+                InputRequest::Closed,
             )?;
             published.push(status(&task, TaskState::Completed, message.as_ref(), now));
             Ok(((), published))
@@ -218,8 +230,15 @@ impl TaskPlane {
         let now = self.now();
         self.write_publishing(move |tx| {
             let task = live_task(tx.conn(), &task_id)?;
-            rows::append_history(tx.conn(), &task, &reason)?;
-            rows::set_status(tx.conn(), task.seq, state, Some(&reason), now, Some(false))?;
+            tasks::append_history(tx.conn(), &task, &reason)?;
+            tasks::set_status(
+                tx.conn(),
+                task.seq,
+                state,
+                Some(&reason),
+                now,
+                InputRequest::Closed,
+            )?;
             Ok(((), vec![status(&task, state, Some(&reason), now)]))
         })
     }
@@ -234,14 +253,21 @@ impl TaskPlane {
         let task_id = task_id.to_string();
         let now = self.now();
         self.write_publishing(move |tx| {
-            let Some(task) = rows::task_by_id(tx.conn(), &task_id)? else {
+            let Some(task) = tasks::by_id(tx.conn(), &task_id)? else {
                 return Ok((false, vec![]));
             };
             let state = task.record.state;
             if !matches!(state, TaskState::Submitted | TaskState::Working) {
                 return Ok((false, vec![]));
             }
-            rows::set_status(tx.conn(), task.seq, state, Some(&message), now, None)?;
+            tasks::set_status(
+                tx.conn(),
+                task.seq,
+                state,
+                Some(&message),
+                now,
+                InputRequest::Unchanged,
+            )?;
             Ok((true, vec![status(&task, state, Some(&message), now)]))
         })
     }
@@ -251,7 +277,7 @@ impl TaskPlane {
         let (principal, task_id) = (principal.to_string(), task_id.to_string());
         let now = self.now();
         self.write_publishing(move |tx| {
-            let task = rows::owned_task(tx.conn(), &principal, &task_id)?
+            let task = tasks::owned(tx.conn(), &principal, &task_id)?
                 .ok_or_else(|| PlaneError::TaskNotFound(task_id.clone()))?;
             if task.record.state.is_terminal() {
                 return Err(PlaneError::NotCancelable {
@@ -259,13 +285,13 @@ impl TaskPlane {
                     state: task.record.state,
                 });
             }
-            rows::set_status(
+            tasks::set_status(
                 tx.conn(),
                 task.seq,
                 TaskState::Canceled,
                 None,
                 now,
-                Some(false),
+                InputRequest::Closed,
             )?;
             let published = vec![status(&task, TaskState::Canceled, None, now)];
             let mut record = task.record;
@@ -332,7 +358,7 @@ impl TaskPlane {
             if !claim_state.is_deliverable() {
                 return Ok((Delivery::Skipped(format!("activation {activation_id} is {}", claim_state.as_str())), vec![]));
             }
-            let Some(task) = rows::task_by_id(conn, &task_id)? else {
+            let Some(task) = tasks::by_id(conn, &task_id)? else {
                 return Ok((Delivery::Skipped(format!("task {task_id} is gone")), vec![]));
             };
             let state = task.record.state;
@@ -345,7 +371,7 @@ impl TaskPlane {
             let mut published = vec![];
             // WORKING, and no stale note (why an earlier turn failed, why it waited).
             if state != TaskState::Working || task.record.status_message.is_some() {
-                rows::set_status(conn, task.seq, TaskState::Working, None, now, None)?;
+                tasks::set_status(conn, task.seq, TaskState::Working, None, now, InputRequest::Unchanged)?;
                 published.push(status(&task, TaskState::Working, None, now));
             }
             let n = deliveries + 1;
@@ -394,21 +420,21 @@ impl TaskPlane {
                 .prepare_cached("SELECT MAX(activation_id) FROM claims WHERE task_id = ?1")?
                 .query_row([&task_id], |r| r.get(0))?;
             let mut published = vec![];
-            if let Some(task) = rows::task_by_id(conn, &task_id)? {
+            if let Some(task) = tasks::by_id(conn, &task_id)? {
                 if newest.as_deref() == Some(activation_id.as_str())
                     && !task.record.state.is_terminal()
                     && !task.record.awaits_caller()
                 {
                     let message =
                         MessageRecord::agent(vec![crate::record::PartRecord::text(caller_message)]);
-                    rows::append_history(conn, &task, &message)?;
-                    rows::set_status(
+                    tasks::append_history(conn, &task, &message)?;
+                    tasks::set_status(
                         conn,
                         task.seq,
                         TaskState::Failed,
                         Some(&message),
                         now,
-                        Some(false),
+                        InputRequest::Closed,
                     )?;
                     published.push(status(&task, TaskState::Failed, Some(&message), now));
                 }
@@ -453,9 +479,9 @@ impl TaskPlane {
                  AND c.state IN {} \
                  AND NOT {} \
                  ORDER BY c.activation_id",
-                rows::live_states_sql(),
+                tasks::live_states_sql(),
                 rows::claim_states_sql(ClaimState::is_deliverable),
-                rows::awaits_caller_sql("t"),
+                tasks::awaits_caller_sql("t"),
             ))?;
             let rows = stmt
                 .query_map([], |r| {

@@ -7,10 +7,10 @@ use std::path::{Path, PathBuf};
 
 use rusqlite::Connection;
 
-use super::query::{summaries, SummaryFilter, TaskSummary};
 use super::{read_full, rows, PlaneError};
 use crate::record::{ClaimState, TaskRecord, TaskState};
 use crate::store;
+use crate::store::tasks::{self, SummaryFilter, TaskSummary};
 
 /// Counts and sizes of a store.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -49,13 +49,13 @@ impl Inspector {
 
     /// The newest-status Tasks that match `filter`.
     pub fn tasks(&self, filter: &SummaryFilter) -> Result<Vec<TaskSummary>, PlaneError> {
-        summaries(&self.conn, filter)
+        Ok(tasks::summaries(&self.conn, filter)?)
     }
 
     /// One Task with its whole history and artifacts, whoever owns it.
     pub fn task(&self, task_id: &str) -> Result<Option<TaskRecord>, PlaneError> {
         let tx = self.conn.unchecked_transaction()?;
-        let task = rows::task_by_id(&tx, task_id)?
+        let task = tasks::by_id(&tx, task_id)?
             .map(|row| read_full(&tx, row, None, true))
             .transpose()?;
         tx.finish()?;
@@ -92,7 +92,7 @@ impl Inspector {
         let oldest_live = rusqlite::OptionalExtension::optional(tx.query_row(
             &format!(
                 "SELECT task_id, created_ms FROM tasks WHERE state IN {} ORDER BY created_ms, seq LIMIT 1",
-                rows::live_states_sql()
+                tasks::live_states_sql()
             ),
             [],
             |r| Ok((r.get(0)?, r.get(1)?)),
@@ -137,7 +137,7 @@ impl Inspector {
                 }
             }
         }
-        let terminal = rows::terminal_states_sql();
+        let terminal = tasks::terminal_states_sql();
         let invariants: [(String, &str); 7] = [
             (
                 "SELECT 'principal ' || principal || ', state ' || state FROM (SELECT principal, state, COUNT(*) AS n FROM tasks GROUP BY principal, state) t \
@@ -147,7 +147,7 @@ impl Inspector {
                 "has a kept Task count (GET /tasks totalSize) that differs from its Tasks",
             ),
             (
-                format!("SELECT task_id FROM tasks WHERE state NOT IN {}", rows::known_states_sql()),
+                format!("SELECT task_id FROM tasks WHERE state NOT IN {}", tasks::known_states_sql()),
                 "has an unknown state",
             ),
             (
@@ -170,7 +170,7 @@ impl Inspector {
             (
                 format!(
                     "SELECT task_id FROM tasks WHERE input_request_open = 1 AND state NOT IN {}",
-                    rows::interrupted_states_sql()
+                    tasks::interrupted_states_sql()
                 ),
                 "has an open input request but does not wait for input",
             ),

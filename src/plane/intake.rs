@@ -5,10 +5,11 @@
 use rusqlite::{params, Connection, OptionalExtension};
 use serde_json::{json, Value};
 
-use super::rows::{self, TaskRow};
+use super::rows;
 use super::{Acceptance, Disposition, PlaneError};
 use crate::ids;
 use crate::record::{ClaimRoute, ClaimState, Continuation, EvidenceKind, MessageRecord, TaskState};
+use crate::store::tasks::{self, InputRequest, NewTask, TaskRow};
 use crate::store::WriteTx;
 
 /// An inbound message on its way to acceptance, already validated.
@@ -75,7 +76,7 @@ pub(crate) fn prior_outcome(
         });
     }
     let state = match &task_id {
-        Some(id) => rows::task_by_id(conn, id)?.map(|t| t.record.state),
+        Some(id) => tasks::by_id(conn, id)?.map(|t| t.record.state),
         None => None,
     };
     let direct_reply = direct_reply
@@ -156,29 +157,21 @@ pub(crate) fn create_task(
     let conn = tx.conn();
     tx.step("task")?;
     let task_id = ids::mint();
-    let seq: i64 = conn
-        .prepare_cached(
-            "INSERT INTO tasks (task_id, principal, context_id, source, continuation, state, status_ms, created_ms, extensions, history_len) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, ?8, 1) RETURNING seq",
-        )?
-        .query_row(
-            params![
-                task_id,
-                intake.principal,
-                context_id,
-                intake.source,
-                intake.continuation.as_str(),
-                TaskState::Submitted.as_str(),
-                now_ms,
-                serde_json::to_string(&intake.extensions)?
-            ],
-            |r| r.get(0),
-        )?;
+    let seq = tasks::insert(
+        conn,
+        &NewTask {
+            task_id: &task_id,
+            principal: &intake.principal,
+            context_id: &context_id,
+            source: &intake.source,
+            continuation: intake.continuation,
+            state: TaskState::Submitted,
+            extensions: &intake.extensions,
+            now_ms,
+        },
+    )?;
     tx.step("history")?;
-    conn.prepare_cached("INSERT INTO history (task_seq, n, body) VALUES (?1, 0, ?2)")?
-        .execute(params![seq, serde_json::to_string(&intake.message)?])?;
-    conn.prepare_cached("UPDATE tasks SET history_len = 1 WHERE seq = ?1")?
-        .execute([seq])?;
+    tasks::insert_first_message(conn, seq, &intake.message)?;
     record_claim(
         tx,
         intake,
@@ -200,17 +193,17 @@ pub(crate) fn continue_task(
 ) -> Result<Acceptance, PlaneError> {
     let conn = tx.conn();
     tx.step("task")?;
-    rows::set_status(
+    tasks::set_status(
         conn,
         task.seq,
         TaskState::Submitted,
         None,
         now_ms,
-        Some(false),
+        InputRequest::Closed,
     )?;
     rows::touch_context(conn, &task.record.context_id, now_ms)?;
     tx.step("history")?;
-    rows::append_history(conn, task, &intake.message)?;
+    tasks::append_history(conn, task, &intake.message)?;
     record_claim(
         tx,
         intake,

@@ -47,6 +47,7 @@ use crate::record::{
     ClaimState, Continuation, DeliveryState, EvidenceKind, Locator, MessageRecord, Role,
     TaskRecord, TaskState,
 };
+use crate::store::tasks;
 use crate::store::{Faults, Store, StoreOptions, WriteTx};
 use intake::Intake;
 
@@ -404,7 +405,7 @@ impl TaskPlane {
         conn: &rusqlite::Connection,
         intake: &Intake,
         reply_to: Option<&str>,
-    ) -> Result<Option<rows::TaskRow>, PlaneError> {
+    ) -> Result<Option<tasks::TaskRow>, PlaneError> {
         if intake.continuation != Continuation::ReplyAnchors {
             return Ok(None);
         }
@@ -423,7 +424,7 @@ impl TaskPlane {
         let Some((task_id, request_seq)) = anchor else {
             return Ok(None);
         };
-        let Some(task) = rows::owned_task(conn, &intake.principal, &task_id)? else {
+        let Some(task) = tasks::owned(conn, &intake.principal, &task_id)? else {
             return Ok(None);
         };
         let waiting = task.record.awaits_caller() && task.input_request_seq == request_seq;
@@ -451,7 +452,7 @@ impl TaskPlane {
             if let Some(prior) = intake::prior_outcome(tx.conn(), &intake)? {
                 return Ok(prior);
             }
-            let task = rows::owned_task(tx.conn(), &intake.principal, &task_id)?
+            let task = tasks::owned(tx.conn(), &intake.principal, &task_id)?
                 .ok_or_else(|| PlaneError::TaskNotFound(task_id.clone()))?;
             if let Some(context_id) = context_id {
                 if context_id != task.record.context_id {
@@ -694,7 +695,7 @@ impl TaskPlane {
         include_artifacts: bool,
     ) -> Result<Option<TaskRecord>, PlaneError> {
         self.read(|conn| {
-            rows::owned_task(conn, principal, task_id)?
+            tasks::owned(conn, principal, task_id)?
                 .map(|row| read_full(conn, row, history_length, include_artifacts))
                 .transpose()
         })
@@ -709,7 +710,7 @@ impl TaskPlane {
         include_artifacts: bool,
     ) -> Result<Option<TaskRecord>, PlaneError> {
         self.read(|conn| {
-            rows::task_by_id(conn, task_id)?
+            tasks::by_id(conn, task_id)?
                 .map(|row| read_full(conn, row, history_length, include_artifacts))
                 .transpose()
         })
@@ -739,7 +740,7 @@ impl TaskPlane {
         );
         let now = self.now();
         self.write(move |tx| {
-            let task = rows::owned_task(tx.conn(), &principal, &task_id)?
+            let task = tasks::owned(tx.conn(), &principal, &task_id)?
                 .ok_or_else(|| PlaneError::TaskNotFound(task_id.clone()))?;
             if !task.record.awaits_caller() {
                 return Err(PlaneError::NotAwaitingInput {
@@ -940,17 +941,17 @@ fn native_context(
 
 fn read_full(
     conn: &rusqlite::Connection,
-    row: rows::TaskRow,
+    row: tasks::TaskRow,
     history_length: Option<u32>,
     include_artifacts: bool,
 ) -> Result<TaskRecord, PlaneError> {
     let mut record = row.record;
     record.history = match history_length {
         Some(0) => Vec::new(),
-        limit => rows::history(conn, row.seq, limit)?,
+        limit => tasks::history(conn, row.seq, limit)?,
     };
     if include_artifacts {
-        record.artifacts = rows::artifacts(conn, row.seq)?;
+        record.artifacts = tasks::artifacts(conn, row.seq)?;
     }
     Ok(record)
 }

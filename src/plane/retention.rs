@@ -26,6 +26,7 @@ use super::rows;
 use super::PlaneError;
 use crate::clock::DAY_MS;
 use crate::record::{ClaimState, DeliveryState, EvidenceKind};
+use crate::store::tasks;
 
 /// The retention floor for operational records: 30 days.
 pub const RETENTION_MS: i64 = 30 * DAY_MS;
@@ -95,7 +96,7 @@ pub(super) fn compact(
 ) -> Result<(CompactionReport, Vec<String>), PlaneError> {
     let cutoff = now_ms - retention_ms;
     let mut report = CompactionReport::default();
-    let terminal = rows::terminal_states_sql();
+    let terminal = tasks::terminal_states_sql();
     let removed: Vec<String> = conn
         .prepare(&format!(
             "SELECT task_id FROM tasks WHERE state IN {terminal} AND status_ms < ?1"
@@ -137,7 +138,7 @@ pub(super) fn compact(
         [cutoff],
     )?;
 
-    let live = rows::live_states_sql();
+    let live = tasks::live_states_sql();
     let live_task = format!("SELECT task_id FROM tasks WHERE state IN {live}");
     report.reply_anchors = conn.execute(
         &format!(

@@ -18,6 +18,7 @@
 pub mod durable;
 mod faults;
 mod schema;
+pub mod tasks;
 
 use std::fmt;
 use std::fs::{self, File, OpenOptions};
@@ -642,6 +643,13 @@ fn take_lock(root: &Path, trace: Option<&Faults>) -> Result<File, StoreError> {
         message: format!("cannot record the holder in the lock file: {e}"),
     })?;
     Ok(file)
+}
+
+/// `('a', 'b')`: store names as an SQL list for `IN`. The names are the enums' own (never
+/// caller text), so quoting them is safe.
+fn sql_list<'a>(names: impl Iterator<Item = &'a str>) -> String {
+    let names: Vec<String> = names.map(|n| format!("'{n}'")).collect();
+    format!("({})", names.join(", "))
 }
 
 /// Runs a transaction-control statement through the statement cache (one per job or read:
