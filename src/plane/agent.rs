@@ -10,6 +10,7 @@ use crate::events::TaskEvent;
 use crate::record::{
     ArtifactRecord, ClaimState, Continuation, EvidenceKind, MessageRecord, TaskRecord, TaskState,
 };
+use crate::store::claims;
 use crate::store::tasks::{self, InputRequest, TaskRow};
 
 /// Which interrupted state a request for input puts the Task in.
@@ -345,42 +346,57 @@ impl TaskPlane {
         let now = self.now();
         self.write_publishing(move |tx| {
             let conn = tx.conn();
-            let claim: Option<(String, i64)> = rusqlite::OptionalExtension::optional(
-                conn.prepare_cached("SELECT state, deliveries FROM claims WHERE activation_id = ?1 AND task_id = ?2")?
-                    .query_row([&activation_id, &task_id], |r| Ok((r.get(0)?, r.get(1)?))),
-            )?;
-            let Some((claim_state, deliveries)) = claim else {
-                return Ok((Delivery::Skipped(format!("activation {activation_id} has no claim for task {task_id}")), vec![]));
+            let Some(claim) = claims::wake_claim(conn, &activation_id, &task_id)? else {
+                return Ok((
+                    Delivery::Skipped(format!(
+                        "activation {activation_id} has no claim for task {task_id}"
+                    )),
+                    vec![],
+                ));
             };
-            let claim_state = ClaimState::parse(&claim_state).ok_or_else(|| {
-                crate::store::StoreError::Corrupt(format!("claim {activation_id}: unknown state `{claim_state}`"))
-            })?;
-            if !claim_state.is_deliverable() {
-                return Ok((Delivery::Skipped(format!("activation {activation_id} is {}", claim_state.as_str())), vec![]));
+            if !claim.state.is_deliverable() {
+                return Ok((
+                    Delivery::Skipped(format!(
+                        "activation {activation_id} is {}",
+                        claim.state.as_str()
+                    )),
+                    vec![],
+                ));
             }
             let Some(task) = tasks::by_id(conn, &task_id)? else {
                 return Ok((Delivery::Skipped(format!("task {task_id} is gone")), vec![]));
             };
             let state = task.record.state;
             if state.is_terminal() {
-                return Ok((Delivery::Skipped(format!("task {task_id} is {}", state.as_str())), vec![]));
+                return Ok((
+                    Delivery::Skipped(format!("task {task_id} is {}", state.as_str())),
+                    vec![],
+                ));
             }
             if task.record.awaits_caller() {
-                return Ok((Delivery::Skipped(format!("task {task_id} waits for its caller")), vec![]));
+                return Ok((
+                    Delivery::Skipped(format!("task {task_id} waits for its caller")),
+                    vec![],
+                ));
             }
             let mut published = vec![];
             // WORKING, and no stale note (why an earlier turn failed, why it waited).
             if state != TaskState::Working || task.record.status_message.is_some() {
-                tasks::set_status(conn, task.seq, TaskState::Working, None, now, InputRequest::Unchanged)?;
+                tasks::set_status(
+                    conn,
+                    task.seq,
+                    TaskState::Working,
+                    None,
+                    now,
+                    InputRequest::Unchanged,
+                )?;
                 published.push(status(&task, TaskState::Working, None, now));
             }
-            let n = deliveries + 1;
-            conn.prepare_cached("UPDATE claims SET deliveries = ?2 WHERE activation_id = ?1")?
-                .execute(rusqlite::params![activation_id, n])?;
-            if claim_state == ClaimState::Accepted {
-                rows::push_claim_state(conn, &activation_id, ClaimState::Woken, None, None, now)?;
+            let n = claim.deliveries + 1;
+            if claim.state == ClaimState::Accepted {
+                claims::push_state(conn, &activation_id, ClaimState::Woken, None, now)?;
             }
-            rows::append_claim_record(conn, &activation_id, ClaimState::WakeDelivered, Some(n), None, now)?;
+            claims::record_delivery(conn, &activation_id, n, now)?;
             Ok((Delivery::Delivered { delivery: n }, published))
         })
     }
@@ -407,18 +423,15 @@ impl TaskPlane {
         let now = self.now();
         self.write_publishing(move |tx| {
             let conn = tx.conn();
-            rows::push_claim_state(
+            claims::push_state(
                 conn,
                 &activation_id,
                 ClaimState::WakeFailed,
-                None,
                 Some(&reason),
                 now,
             )?;
             unhealthy_wake_evidence(conn, &kind, &activation_id, &task_id, &reason, now)?;
-            let newest: Option<String> = conn
-                .prepare_cached("SELECT MAX(activation_id) FROM claims WHERE task_id = ?1")?
-                .query_row([&task_id], |r| r.get(0))?;
+            let newest = claims::newest_for_task(conn, &task_id)?;
             let mut published = vec![];
             if let Some(task) = tasks::by_id(conn, &task_id)? {
                 if newest.as_deref() == Some(activation_id.as_str())
@@ -470,29 +483,14 @@ impl TaskPlane {
     /// continuation).
     pub fn wakes_to_replay(&self) -> Result<Vec<crate::events::Accepted>, PlaneError> {
         self.read(|conn| {
-            let mut stmt = conn.prepare(&format!(
-                // From the live Tasks (an index range), each one's newest claim: the cost
-                // follows the open work, not every claim ever kept.
-                "SELECT c.activation_id, c.task_id, c.context_id FROM tasks t JOIN claims c \
-                 ON c.activation_id = (SELECT MAX(c2.activation_id) FROM claims c2 WHERE c2.task_id = t.task_id) \
-                 WHERE t.state IN {} \
-                 AND c.state IN {} \
-                 AND NOT {} \
-                 ORDER BY c.activation_id",
-                tasks::live_states_sql(),
-                rows::claim_states_sql(ClaimState::is_deliverable),
-                tasks::awaits_caller_sql("t"),
-            ))?;
-            let rows = stmt
-                .query_map([], |r| {
-                    Ok(crate::events::Accepted {
-                        activation_id: r.get(0)?,
-                        task_id: r.get(1)?,
-                        context_id: r.get(2)?,
-                    })
-                })?
-                .collect::<Result<Vec<_>, _>>()?;
-            Ok(rows)
+            Ok(claims::newest_deliverable(conn)?
+                .into_iter()
+                .map(|d| crate::events::Accepted {
+                    activation_id: d.activation_id,
+                    task_id: d.task_id,
+                    context_id: d.context_id,
+                })
+                .collect())
         })
     }
 }

@@ -7,9 +7,10 @@ use std::path::{Path, PathBuf};
 
 use rusqlite::Connection;
 
-use super::{read_full, rows, PlaneError};
+use super::{read_full, PlaneError};
 use crate::record::{ClaimState, TaskRecord, TaskState};
 use crate::store;
+use crate::store::claims;
 use crate::store::tasks::{self, SummaryFilter, TaskSummary};
 
 /// Counts and sizes of a store.
@@ -158,7 +159,7 @@ impl Inspector {
                 format!(
                     "SELECT c.activation_id FROM claims c WHERE c.task_id IS NOT NULL AND c.state NOT IN {} \
                      AND NOT EXISTS (SELECT 1 FROM tasks t WHERE t.task_id = c.task_id)",
-                    rows::claim_states_sql(ClaimState::is_given_up)
+                    claims::states_sql(ClaimState::is_given_up)
                 ),
                 "is a claim whose Task is missing (the next start quarantines it)",
             ),

@@ -2,15 +2,16 @@
 //! claim, context, Task, history, evidence and the wake record — is written here inside
 //! one writer transaction, so it is committed whole or not at all.
 
-use rusqlite::{params, Connection, OptionalExtension};
 use serde_json::{json, Value};
 
 use super::rows;
 use super::{Acceptance, Disposition, PlaneError};
 use crate::ids;
-use crate::record::{ClaimRoute, ClaimState, Continuation, EvidenceKind, MessageRecord, TaskState};
+use crate::record::{ClaimRoute, Continuation, EvidenceKind, MessageRecord, TaskState};
+use crate::store::claims::{self, NewClaim};
+use crate::store::contexts;
 use crate::store::tasks::{self, InputRequest, NewTask, TaskRow};
-use crate::store::WriteTx;
+use crate::store::{Connection, WriteTx};
 
 /// An inbound message on its way to acceptance, already validated.
 #[derive(Debug, Clone)]
@@ -39,61 +40,44 @@ pub(crate) fn prior_outcome(
     conn: &Connection,
     intake: &Intake,
 ) -> Result<Option<Acceptance>, PlaneError> {
-    let row = conn
-        .prepare_cached(
-            "SELECT activation_id, task_id, context_id, digest, requested_context_id, requested_task_id, direct_reply \
-             FROM claims WHERE principal = ?1 AND dedupe_key = ?2",
-        )?
-        .query_row(params![intake.principal, intake.dedupe_key], |r| {
-            Ok((
-                r.get::<_, String>(0)?,
-                r.get::<_, Option<String>>(1)?,
-                r.get::<_, String>(2)?,
-                r.get::<_, String>(3)?,
-                r.get::<_, Option<String>>(4)?,
-                r.get::<_, Option<String>>(5)?,
-                r.get::<_, Option<String>>(6)?,
-            ))
-        })
-        .optional()?;
-    let Some((activation_id, task_id, context_id, digest, req_ctx, req_task, direct_reply)) = row
-    else {
+    let Some(prior) = claims::by_dedupe_key(conn, &intake.principal, &intake.dedupe_key)? else {
         return Ok(None);
     };
     let same_id = |asked: &Option<String>, first: &Option<String>, minted: Option<&str>| {
         asked == first || (asked.is_some() && asked.as_deref() == minted)
     };
-    if digest != intake.digest
+    if prior.digest != intake.digest
         || !same_id(
             &intake.requested_context_id,
-            &req_ctx,
-            Some(context_id.as_str()),
+            &prior.requested_context_id,
+            Some(prior.context_id.as_str()),
         )
-        || !same_id(&intake.requested_task_id, &req_task, task_id.as_deref())
+        || !same_id(
+            &intake.requested_task_id,
+            &prior.requested_task_id,
+            prior.task_id.as_deref(),
+        )
     {
         return Err(PlaneError::DuplicateMessageId {
             message_id: intake.dedupe_key.clone(),
         });
     }
-    let state = match &task_id {
+    let state = match &prior.task_id {
         Some(id) => tasks::by_id(conn, id)?.map(|t| t.record.state),
         None => None,
     };
-    let direct_reply = direct_reply
-        .map(|m| serde_json::from_str::<MessageRecord>(&m))
-        .transpose()?;
     Ok(Some(Acceptance {
-        activation_id,
-        task_id,
-        context_id,
+        activation_id: prior.activation_id,
+        task_id: prior.task_id,
+        context_id: prior.context_id,
         disposition: Disposition::Duplicate,
         state,
-        direct_reply,
+        direct_reply: prior.direct_reply,
     }))
 }
 
-/// The context of a conversation: one atomic upsert on (principal, source, key), so
-/// concurrent first messages get the same contextId.
+/// The context of a conversation: the one its first message got, whoever accepted it
+/// (concurrent first messages get the same contextId).
 pub(crate) fn conversation_context(
     tx: &WriteTx<'_>,
     principal: &str,
@@ -102,17 +86,14 @@ pub(crate) fn conversation_context(
     now_ms: i64,
 ) -> Result<String, PlaneError> {
     tx.step("context")?;
-    let context_id = tx
-        .conn()
-        .prepare_cached(
-            "INSERT INTO contexts (context_id, principal, source, conversation_key, created_ms, last_event_ms) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?5) \
-             ON CONFLICT (principal, source, conversation_key) WHERE conversation_key IS NOT NULL \
-             DO UPDATE SET last_event_ms = MAX(last_event_ms, excluded.last_event_ms) \
-             RETURNING context_id",
-        )?
-        .query_row(params![ids::mint(), principal, source, conversation_key, now_ms], |r| r.get(0))?;
-    Ok(context_id)
+    Ok(contexts::of_conversation(
+        tx.conn(),
+        &ids::mint(),
+        principal,
+        source,
+        conversation_key,
+        now_ms,
+    )?)
 }
 
 /// A new context with no conversation key.
@@ -124,12 +105,7 @@ pub(crate) fn fresh_context(
 ) -> Result<String, PlaneError> {
     tx.step("context")?;
     let context_id = ids::mint();
-    tx.conn()
-        .prepare_cached(
-            "INSERT INTO contexts (context_id, principal, source, conversation_key, created_ms, last_event_ms) \
-             VALUES (?1, ?2, ?3, NULL, ?4, ?4)",
-        )?
-        .execute(params![context_id, principal, source, now_ms])?;
+    contexts::insert_fresh(tx.conn(), &context_id, principal, source, now_ms)?;
     Ok(context_id)
 }
 
@@ -139,11 +115,7 @@ pub(crate) fn owns_context(
     principal: &str,
     context_id: &str,
 ) -> Result<bool, PlaneError> {
-    let owner: Option<String> = conn
-        .prepare_cached("SELECT principal FROM contexts WHERE context_id = ?1")?
-        .query_row([context_id], |r| r.get(0))
-        .optional()?;
-    Ok(owner.as_deref() == Some(principal))
+    Ok(contexts::owner(conn, context_id)?.as_deref() == Some(principal))
 }
 
 /// Creates a SUBMITTED Task in `context_id` with the message as its first history entry,
@@ -201,7 +173,7 @@ pub(crate) fn continue_task(
         now_ms,
         InputRequest::Closed,
     )?;
-    rows::touch_context(conn, &task.record.context_id, now_ms)?;
+    contexts::touch(conn, &task.record.context_id, now_ms)?;
     tx.step("history")?;
     tasks::append_history(conn, task, &intake.message)?;
     record_claim(
@@ -247,26 +219,23 @@ fn record_claim(
     let conn = tx.conn();
     tx.step("claim")?;
     let activation_id = ids::mint();
-    conn.prepare_cached(
-        "INSERT INTO claims (activation_id, principal, dedupe_key, source, route, task_id, context_id, digest, \
-         requested_context_id, requested_task_id, direct_reply, state, claimed_ms) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
-    )?
-    .execute(params![
-        activation_id,
-        intake.principal,
-        intake.dedupe_key,
-        intake.source,
-        route.as_str(),
-        task_id,
-        context_id,
-        intake.digest,
-        intake.requested_context_id,
-        intake.requested_task_id,
-        direct_reply.map(serde_json::to_string).transpose()?,
-        ClaimState::Accepted.as_str(),
-        now_ms
-    ])?;
+    claims::insert(
+        conn,
+        &NewClaim {
+            activation_id: &activation_id,
+            principal: &intake.principal,
+            dedupe_key: &intake.dedupe_key,
+            source: &intake.source,
+            route,
+            task_id,
+            context_id,
+            digest: &intake.digest,
+            requested_context_id: intake.requested_context_id.as_deref(),
+            requested_task_id: intake.requested_task_id.as_deref(),
+            direct_reply,
+            now_ms,
+        },
+    )?;
     tx.step("evidence")?;
     rows::insert_evidence(
         conn,
@@ -292,10 +261,7 @@ fn record_claim(
     // The wake record: the claim's first state record, ACCEPTED (the claim row already
     // says so). A direct outcome has no Task, so the wake queue never offers it.
     tx.step("wake")?;
-    conn.prepare_cached(
-        "INSERT INTO claim_states (activation_id, n, kind, count, at_ms, detail) VALUES (?1, 0, ?2, NULL, ?3, NULL)",
-    )?
-    .execute(params![activation_id, ClaimState::Accepted.as_str(), now_ms])?;
+    claims::record_accepted(conn, &activation_id, now_ms)?;
     Ok(Acceptance {
         activation_id,
         task_id: task_id.map(str::to_string),

@@ -47,7 +47,7 @@ use crate::record::{
     ClaimState, Continuation, DeliveryState, EvidenceKind, Locator, MessageRecord, Role,
     TaskRecord, TaskState,
 };
-use crate::store::tasks;
+use crate::store::{claims, contexts, tasks};
 use crate::store::{Faults, Store, StoreOptions, WriteTx};
 use intake::Intake;
 
@@ -528,7 +528,7 @@ impl TaskPlane {
         if let Some(requested) = intake.requested_context_id.as_deref() {
             if intake::owns_context(tx.conn(), &intake.principal, requested)? {
                 tx.step("context")?;
-                rows::touch_context(tx.conn(), requested, now)?;
+                contexts::touch(tx.conn(), requested, now)?;
                 return Ok(requested.to_string());
             }
         }
@@ -553,7 +553,7 @@ impl TaskPlane {
                 return Err(PlaneError::ContextNotFound(context_id));
             }
             tx.step("context")?;
-            rows::touch_context(tx.conn(), &context_id, now)?;
+            contexts::touch(tx.conn(), &context_id, now)?;
             intake::create_task(tx, &intake, context_id, now)
         })
     }
@@ -875,13 +875,8 @@ impl TaskPlane {
         let now = self.now();
         self.write(move |tx| {
             for event_id in &event_ids {
-                let claim: Option<String> = tx
-                    .conn()
-                    .prepare_cached("SELECT state FROM claims WHERE principal = ?1 AND dedupe_key = ?2 AND source = ?3")?
-                    .query_row(params![principal, event_id, source], |r| r.get(0))
-                    .optional()?;
-                let quarantined = claim.as_deref().and_then(ClaimState::parse) == Some(ClaimState::Quarantined);
-                if claim.is_none() || quarantined {
+                let claim = claims::state_of_event(tx.conn(), &principal, &source, event_id)?;
+                if matches!(claim, None | Some(ClaimState::Quarantined)) {
                     return Err(PlaneError::FailedPrecondition(format!(
                         "event {event_id} of source `{source}` has not been accepted; a checkpoint advances only after every selected event is accepted"
                     )));

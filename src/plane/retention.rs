@@ -26,7 +26,7 @@ use super::rows;
 use super::PlaneError;
 use crate::clock::DAY_MS;
 use crate::record::{ClaimState, DeliveryState, EvidenceKind};
-use crate::store::tasks;
+use crate::store::{claims, tasks};
 
 /// The retention floor for operational records: 30 days.
 pub const RETENTION_MS: i64 = 30 * DAY_MS;
@@ -58,18 +58,17 @@ pub(super) fn quarantine_orphaned_claims(
              JOIN claims c ON c.task_id = r.task_id \
              WHERE c.state NOT IN {} \
              AND NOT EXISTS (SELECT 1 FROM tasks t WHERE t.task_id = c.task_id)",
-            rows::claim_states_sql(ClaimState::is_given_up)
+            claims::states_sql(ClaimState::is_given_up)
         ))?
         .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
         .collect::<Result<_, _>>()?;
     conn.execute("DELETE FROM removed_tasks", [])?;
     for (activation_id, task_id) in &orphans {
         let detail = format!("task {task_id} of this claim is missing from the store");
-        rows::push_claim_state(
+        claims::push_state(
             conn,
             activation_id,
             ClaimState::Quarantined,
-            None,
             Some(&detail),
             now_ms,
         )?;

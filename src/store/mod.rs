@@ -15,6 +15,8 @@
 //!
 //! See `src/store/CONCURRENCY.md` for who owns what.
 
+pub mod claims;
+pub mod contexts;
 pub mod durable;
 mod faults;
 mod schema;
@@ -29,7 +31,9 @@ use std::sync::mpsc::{self, Receiver, SyncSender};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
-use rusqlite::{Connection, OpenFlags};
+/// The connection type store functions take (a writer transaction's or a reader's).
+pub use rusqlite::Connection;
+use rusqlite::OpenFlags;
 use tokio::sync::oneshot;
 
 pub use faults::{FaultAction, Faults, ACCEPTANCE_STEPS};
