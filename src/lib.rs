@@ -24,6 +24,7 @@
 
 pub mod clock;
 pub mod config;
+pub mod digest;
 pub mod events;
 pub mod http;
 pub mod ids;

@@ -4,13 +4,13 @@
 
 use rusqlite::Connection;
 
-use super::rows;
 use super::{PlaneError, Published, TaskPlane};
 use crate::events::TaskEvent;
 use crate::record::{
     ArtifactRecord, ClaimState, Continuation, EvidenceKind, MessageRecord, TaskRecord, TaskState,
 };
 use crate::store::claims;
+use crate::store::evidence::{self, NewEvidence};
 use crate::store::tasks::{self, InputRequest, TaskRow};
 
 /// Which interrupted state a request for input puts the Task in.
@@ -314,15 +314,17 @@ fn unhealthy_wake_evidence(
     reason: &str,
     now: i64,
 ) -> Result<(), PlaneError> {
-    rows::insert_evidence(
+    evidence::insert(
         conn,
-        kind,
-        false,
-        Some(task_id),
-        Some(activation_id),
-        &serde_json::json!({ "activationId": activation_id }),
-        &serde_json::json!({ "kind": kind.as_str(), "activationId": activation_id, "taskId": task_id, "reason": reason, "at": now }),
-        now,
+        &NewEvidence {
+            kind: kind,
+            healthy: false,
+            task_id: Some(task_id),
+            activation_id: Some(activation_id),
+            locator: &serde_json::json!({ "activationId": activation_id }),
+            content: &serde_json::json!({ "kind": kind.as_str(), "activationId": activation_id, "taskId": task_id, "reason": reason, "at": now }),
+            now_ms: now,
+        },
     )?;
     Ok(())
 }

@@ -17,10 +17,10 @@ use std::sync::{Condvar, Mutex};
 use rusqlite::{params, OptionalExtension};
 use serde_json::json;
 
-use super::rows;
 use super::{PlaneError, TaskPlane};
 use crate::ids::check_identifier;
 use crate::record::{DeliveryState, EvidenceKind, Recovery};
+use crate::store::evidence::{self, NewEvidence};
 
 /// One response to deliver.
 #[derive(Debug, Clone)]
@@ -144,7 +144,7 @@ fn check_request(request: &DeliveryRequest) -> Result<(), PlaneError> {
     check_identifier("principal", &request.principal)?;
     check_identifier("source", &request.source)?;
     check_identifier("operationId", &request.operation_id)?;
-    if !is_content_address(&request.payload_digest) {
+    if !crate::digest::is_content_address(&request.payload_digest) {
         return Err(PlaneError::Invalid {
             field: "payloadDigest".into(),
             message: "must be sha256:<64 lowercase hex digits>".into(),
@@ -434,22 +434,24 @@ impl TaskPlane {
             let conn = tx.conn();
             conn.prepare_cached("UPDATE deliveries SET state = ?4, detail = ?2, updated_ms = ?3 WHERE delivery_id = ?1")?
                 .execute(params![request.delivery_id, detail_text, now, DeliveryState::Ambiguous.as_str()])?;
-            rows::insert_evidence(
-                conn,
-                &EvidenceKind::DeliveryAmbiguous,
-                false,
-                request.task_id.as_deref(),
-                None,
-                &json!({ "deliveryId": request.delivery_id, "operationId": request.operation_id, "source": request.source }),
-                &json!({
+            evidence::insert(
+    conn,
+    &NewEvidence {
+        kind: &EvidenceKind::DeliveryAmbiguous,
+        healthy: false,
+        task_id: request.task_id.as_deref(),
+        activation_id: None,
+        locator: &json!({ "deliveryId": request.delivery_id, "operationId": request.operation_id, "source": request.source }),
+        content: &json!({
                     "kind": EvidenceKind::DeliveryAmbiguous.as_str(),
                     "deliveryId": request.delivery_id,
                     "payloadDigest": request.payload_digest,
                     "detail": detail_text,
                     "at": now,
                 }),
-                now,
-            )?;
+        now_ms: now,
+    },
+)?;
             Ok(())
         })?;
         Ok(DeliveryOutcome::Ambiguous {
@@ -467,13 +469,4 @@ impl TaskPlane {
                 .optional()?)
         })
     }
-}
-
-fn is_content_address(value: &str) -> bool {
-    value.strip_prefix("sha256:").is_some_and(|hex| {
-        hex.len() == 64
-            && hex
-                .bytes()
-                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
-    })
 }

@@ -4,12 +4,12 @@
 
 use serde_json::{json, Value};
 
-use super::rows;
 use super::{Acceptance, Disposition, PlaneError};
 use crate::ids;
 use crate::record::{ClaimRoute, Continuation, EvidenceKind, MessageRecord, TaskState};
 use crate::store::claims::{self, NewClaim};
 use crate::store::contexts;
+use crate::store::evidence::{self, NewEvidence};
 use crate::store::tasks::{self, InputRequest, NewTask, TaskRow};
 use crate::store::{Connection, WriteTx};
 
@@ -237,26 +237,28 @@ fn record_claim(
         },
     )?;
     tx.step("evidence")?;
-    rows::insert_evidence(
+    evidence::insert(
         conn,
-        &EvidenceKind::Activation,
-        true,
-        task_id,
-        Some(&activation_id),
-        &intake.locator,
-        &json!({
-            "kind": EvidenceKind::Activation.as_str(),
-            "activationId": activation_id,
-            "principal": intake.principal,
-            "source": intake.source,
-            "dedupeKey": intake.dedupe_key,
-            "digest": intake.digest,
-            "route": route.as_str(),
-            "taskId": task_id,
-            "contextId": context_id,
-            "locator": intake.locator,
-        }),
-        now_ms,
+        &NewEvidence {
+            kind: &EvidenceKind::Activation,
+            healthy: true,
+            task_id: task_id,
+            activation_id: Some(&activation_id),
+            locator: &intake.locator,
+            content: &json!({
+                "kind": EvidenceKind::Activation.as_str(),
+                "activationId": activation_id,
+                "principal": intake.principal,
+                "source": intake.source,
+                "dedupeKey": intake.dedupe_key,
+                "digest": intake.digest,
+                "route": route.as_str(),
+                "taskId": task_id,
+                "contextId": context_id,
+                "locator": intake.locator,
+            }),
+            now_ms,
+        },
     )?;
     // The wake record: the claim's first state record, ACCEPTED (the claim row already
     // says so). A direct outcome has no Task, so the wake queue never offers it.

@@ -22,7 +22,6 @@ mod inspect;
 mod intake;
 mod query;
 mod retention;
-mod rows;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -31,6 +30,7 @@ use std::sync::{Arc, RwLock};
 use rusqlite::{params, OptionalExtension};
 use serde_json::{json, Value};
 
+pub use crate::digest::content_address;
 pub use crate::record::Recovery;
 pub use agent::{Delivery, InterruptKind};
 pub use delivery::{DeliveryOutcome, DeliveryRequest, DeliveryStart, Reconciler, SendFailure};
@@ -38,7 +38,6 @@ pub use error::PlaneError;
 pub use inspect::{Inspector, StoreStats};
 pub use query::{ListFilter, PageCursor, SummaryFilter, TaskPage, TaskSummary};
 pub use retention::{CompactionReport, RETENTION_MS};
-pub use rows::content_address;
 
 use crate::clock::{Clock, SystemClock};
 use crate::events::{Accepted, EventBus, TaskEvent};
@@ -47,7 +46,9 @@ use crate::record::{
     ClaimState, Continuation, DeliveryState, EvidenceKind, Locator, MessageRecord, Role,
     TaskRecord, TaskState,
 };
-use crate::store::{claims, contexts, tasks};
+use crate::store::anchors::{self, Anchor};
+use crate::store::evidence::{self, NewEvidence};
+use crate::store::{checkpoints, claims, contexts, tasks};
 use crate::store::{Faults, Store, StoreOptions, WriteTx};
 use intake::Intake;
 
@@ -412,22 +413,14 @@ impl TaskPlane {
         let Some(reply_to) = reply_to else {
             return Ok(None);
         };
-        let anchor: Option<(String, i64)> = conn
-            .prepare_cached(
-                "SELECT task_id, input_request_seq FROM reply_anchors \
-                 WHERE principal = ?1 AND source = ?2 AND provider_response_id = ?3",
-            )?
-            .query_row(params![intake.principal, intake.source, reply_to], |r| {
-                Ok((r.get(0)?, r.get(1)?))
-            })
-            .optional()?;
-        let Some((task_id, request_seq)) = anchor else {
+        let Some(anchor) = anchors::find(conn, &intake.principal, &intake.source, reply_to)? else {
             return Ok(None);
         };
-        let Some(task) = tasks::owned(conn, &intake.principal, &task_id)? else {
+        let Some(task) = tasks::owned(conn, &intake.principal, &anchor.task_id)? else {
             return Ok(None);
         };
-        let waiting = task.record.awaits_caller() && task.input_request_seq == request_seq;
+        let waiting =
+            task.record.awaits_caller() && task.input_request_seq == anchor.input_request_seq;
         Ok(waiting.then_some(task))
     }
 
@@ -625,7 +618,7 @@ impl TaskPlane {
                 .map(|(k, v)| (k.clone(), Value::String(v.clone())))
                 .collect(),
         );
-        let digest = digest_of(&json!({
+        let digest = crate::digest::canonical_json(&json!({
             "source": activation.source,
             "conversationKey": activation.conversation_key,
             "replyTo": activation.reply_to,
@@ -667,7 +660,7 @@ impl TaskPlane {
                 check_identifier(field, id)?;
             }
         }
-        let digest = digest_of(&json!({ "message": message }));
+        let digest = crate::digest::canonical_json(&json!({ "message": message }));
         let locator = json!({ "messageId": message.message_id });
         Ok(Intake {
             principal: principal.to_string(),
@@ -769,14 +762,11 @@ impl TaskPlane {
                      records a response the plane delivered (deliver it first, then record the anchor)"
                 )));
             }
-            tx.conn()
-                .prepare_cached(
-                    "INSERT INTO reply_anchors (principal, source, provider_response_id, task_id, input_request_seq, recorded_ms) \
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6) \
-                     ON CONFLICT (principal, source, provider_response_id) DO UPDATE SET \
-                     task_id = excluded.task_id, input_request_seq = excluded.input_request_seq, recorded_ms = excluded.recorded_ms",
-                )?
-                .execute(params![principal, source, response, task_id, task.input_request_seq, now])?;
+            let anchor = Anchor {
+                task_id,
+                input_request_seq: task.input_request_seq,
+            };
+            anchors::upsert(tx.conn(), &principal, &source, &response, &anchor, now)?;
             Ok(())
         })
     }
@@ -802,15 +792,17 @@ impl TaskPlane {
         let task_id = task_id.map(str::to_string);
         let now = self.now();
         self.write(move |tx| {
-            Ok(rows::insert_evidence(
+            Ok(evidence::insert(
                 tx.conn(),
-                &kind,
-                healthy,
-                task_id.as_deref(),
-                None,
-                &locator,
-                &content,
-                now,
+                &NewEvidence {
+                    kind: &kind,
+                    healthy: healthy,
+                    task_id: task_id.as_deref(),
+                    activation_id: None,
+                    locator: &locator,
+                    content: &content,
+                    now_ms: now,
+                },
             )?)
         })
     }
@@ -821,32 +813,23 @@ impl TaskPlane {
         task_id: &str,
     ) -> Result<Vec<(String, String, bool, Value)>, PlaneError> {
         self.read(|conn| {
-            let mut stmt = conn.prepare_cached(
-                "SELECT evidence_id, kind, healthy, content FROM evidence WHERE task_id = ?1 ORDER BY recorded_ms, evidence_id",
-            )?;
-            let rows = stmt
-                .query_map([task_id], |r| {
-                    Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, i64>(2)? != 0, r.get::<_, String>(3)?))
-                })?
-                .map(|row| {
-                    let (id, kind, healthy, content) = row?;
-                    Ok((id, kind, healthy, serde_json::from_str(&content)?))
+            Ok(evidence::for_task(conn, task_id)?
+                .into_iter()
+                .map(|e| {
+                    (
+                        e.evidence_id,
+                        e.kind.as_str().to_string(),
+                        e.healthy,
+                        e.content,
+                    )
                 })
-                .collect::<Result<Vec<_>, PlaneError>>()?;
-            Ok(rows)
+                .collect())
         })
     }
 
     /// A source's durable cursor for this principal.
     pub fn checkpoint(&self, principal: &str, source: &str) -> Result<Option<String>, PlaneError> {
-        self.read(|conn| {
-            Ok(conn
-                .prepare_cached(
-                    "SELECT cursor FROM checkpoints WHERE principal = ?1 AND source = ?2",
-                )?
-                .query_row(params![principal, source], |r| r.get(0))
-                .optional()?)
-        })
+        self.read(|conn| Ok(checkpoints::get(conn, principal, source)?))
     }
 
     /// Advances a source's cursor, but only when every event it selected (`event_ids`) has
@@ -882,12 +865,7 @@ impl TaskPlane {
                     )));
                 }
             }
-            tx.conn()
-                .prepare_cached(
-                    "INSERT INTO checkpoints (principal, source, cursor, updated_ms) VALUES (?1, ?2, ?3, ?4) \
-                     ON CONFLICT (principal, source) DO UPDATE SET cursor = excluded.cursor, updated_ms = excluded.updated_ms",
-                )?
-                .execute(params![principal, source, cursor, now])?;
+            checkpoints::set(tx.conn(), &principal, &source, &cursor, now)?;
             Ok(())
         })
     }
@@ -979,42 +957,4 @@ fn check_inbound_message(
         });
     }
     Ok(())
-}
-
-/// The content address of a payload in canonical JSON (object keys sorted at every
-/// level), so equal payloads have equal digests whatever order their members came in.
-fn digest_of(value: &Value) -> String {
-    let mut text = Vec::new();
-    write_canonical(value, &mut text);
-    rows::content_address(&text)
-}
-
-fn write_canonical(value: &Value, out: &mut Vec<u8>) {
-    match value {
-        Value::Object(map) => {
-            let mut keys: Vec<&String> = map.keys().collect();
-            keys.sort();
-            out.push(b'{');
-            for (i, key) in keys.into_iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                out.extend_from_slice(serde_json::to_string(key).unwrap_or_default().as_bytes());
-                out.push(b':');
-                write_canonical(&map[key], out);
-            }
-            out.push(b'}');
-        }
-        Value::Array(items) => {
-            out.push(b'[');
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                write_canonical(item, out);
-            }
-            out.push(b']');
-        }
-        other => out.extend_from_slice(other.to_string().as_bytes()),
-    }
 }

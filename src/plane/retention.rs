@@ -22,10 +22,10 @@
 use rusqlite::{params, Connection};
 use serde_json::json;
 
-use super::rows;
 use super::PlaneError;
 use crate::clock::DAY_MS;
 use crate::record::{ClaimState, DeliveryState, EvidenceKind};
+use crate::store::evidence::{self, NewEvidence};
 use crate::store::{claims, tasks};
 
 /// The retention floor for operational records: 30 days.
@@ -72,15 +72,17 @@ pub(super) fn quarantine_orphaned_claims(
             Some(&detail),
             now_ms,
         )?;
-        rows::insert_evidence(
+        evidence::insert(
             conn,
-            &EvidenceKind::ClaimQuarantined,
-            false,
-            Some(task_id),
-            Some(activation_id),
-            &json!({ "activationId": activation_id }),
-            &json!({ "kind": EvidenceKind::ClaimQuarantined.as_str(), "activationId": activation_id, "taskId": task_id, "reason": detail, "at": now_ms }),
-            now_ms,
+            &NewEvidence {
+                kind: &EvidenceKind::ClaimQuarantined,
+                healthy: false,
+                task_id: Some(task_id),
+                activation_id: Some(activation_id),
+                locator: &json!({ "activationId": activation_id }),
+                content: &json!({ "kind": EvidenceKind::ClaimQuarantined.as_str(), "activationId": activation_id, "taskId": task_id, "reason": detail, "at": now_ms }),
+                now_ms,
+            },
         )?;
     }
     Ok(orphans.len())

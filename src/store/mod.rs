@@ -15,9 +15,12 @@
 //!
 //! See `src/store/CONCURRENCY.md` for who owns what.
 
+pub mod anchors;
+pub mod checkpoints;
 pub mod claims;
 pub mod contexts;
 pub mod durable;
+pub mod evidence;
 mod faults;
 mod schema;
 pub mod tasks;
