@@ -14,12 +14,12 @@
 use std::collections::HashSet;
 use std::sync::{Condvar, Mutex};
 
-use rusqlite::{params, OptionalExtension};
 use serde_json::json;
 
 use super::{PlaneError, TaskPlane};
 use crate::ids::check_identifier;
 use crate::record::{DeliveryState, EvidenceKind, Recovery};
+use crate::store::deliveries::{self, NewDelivery, StoredDelivery};
 use crate::store::evidence::{self, NewEvidence};
 
 /// One response to deliver.
@@ -129,14 +129,6 @@ pub enum DeliveryStart {
     Lookup,
     /// Nothing to send: this is the delivery's outcome.
     Finished(DeliveryOutcome),
-}
-
-/// The stored state of a delivery.
-#[derive(Debug, Clone)]
-struct Row {
-    state: DeliveryState,
-    provider_response_id: Option<String>,
-    detail: Option<String>,
 }
 
 fn check_request(request: &DeliveryRequest) -> Result<(), PlaneError> {
@@ -319,17 +311,15 @@ impl TaskPlane {
     }
 
     /// Inserts the delivery as `prepared`, or checks a stored one carries the same payload.
-    fn prepare_delivery(&self, request: &DeliveryRequest) -> Result<Row, PlaneError> {
+    fn prepare_delivery(&self, request: &DeliveryRequest) -> Result<StoredDelivery, PlaneError> {
         let request = request.clone();
         let now = self.now();
         self.write(move |tx| {
             let conn = tx.conn();
-            let by_operation: Option<(String, String)> = conn
-                .prepare_cached("SELECT delivery_id, payload_digest FROM deliveries WHERE source = ?1 AND operation_id = ?2")?
-                .query_row(params![request.source, request.operation_id], |r| Ok((r.get(0)?, r.get(1)?)))
-                .optional()?;
-            if let Some((delivery_id, digest)) = &by_operation {
-                if *delivery_id != request.delivery_id || *digest != request.payload_digest {
+            if let Some((delivery_id, digest)) =
+                deliveries::by_operation(conn, &request.source, &request.operation_id)?
+            {
+                if delivery_id != request.delivery_id || digest != request.payload_digest {
                     return Err(PlaneError::DeliveryConflict(format!(
                         "operation id {} of source `{}` was already used for delivery {delivery_id} with payload {digest}; \
                          a reused operation id must carry the same payload",
@@ -337,58 +327,34 @@ impl TaskPlane {
                     )));
                 }
             }
-            let existing = conn
-                .prepare_cached(
-                    "SELECT payload_digest, state, provider_response_id, detail FROM deliveries WHERE delivery_id = ?1",
-                )?
-                .query_row([&request.delivery_id], |r| {
-                    Ok((
-                        r.get::<_, String>(0)?,
-                        r.get::<_, String>(1)?,
-                        r.get::<_, Option<String>>(2)?,
-                        r.get::<_, Option<String>>(3)?,
-                    ))
-                })
-                .optional()?;
-            let existing = existing
-                .map(|(digest, state, provider_response_id, detail)| {
-                    let state = DeliveryState::parse(&state).ok_or_else(|| {
-                        crate::store::StoreError::Corrupt(format!(
-                            "delivery {}: unknown state `{state}`",
-                            request.delivery_id
-                        ))
-                    })?;
-                    Ok::<_, PlaneError>((digest, Row { state, provider_response_id, detail }))
-                })
-                .transpose()?;
-            if let Some((digest, row)) = existing {
-                if digest != request.payload_digest {
+            if let Some(stored) = deliveries::by_id(conn, &request.delivery_id)? {
+                if stored.payload_digest != request.payload_digest {
                     return Err(PlaneError::DeliveryConflict(format!(
-                        "delivery {} was prepared with payload {digest}, not {}; a different response needs a new delivery id",
-                        request.delivery_id, request.payload_digest
+                        "delivery {} was prepared with payload {}, not {}; a different response needs a new delivery id",
+                        request.delivery_id, stored.payload_digest, request.payload_digest
                     )));
                 }
-                return Ok(row);
+                return Ok(stored);
             }
-            conn.prepare_cached(
-                "INSERT INTO deliveries (delivery_id, principal, source, task_id, operation_id, payload_digest, recovery, \
-                 state, created_ms, updated_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?9)",
-            )?
-            .execute(params![
-                request.delivery_id,
-                request.principal,
-                request.source,
-                request.task_id,
-                request.operation_id,
-                request.payload_digest,
-                request.recovery.as_str(),
-                DeliveryState::Prepared.as_str(),
-                now
-            ])?;
-            Ok(Row {
+            deliveries::insert_prepared(
+                conn,
+                &NewDelivery {
+                    delivery_id: &request.delivery_id,
+                    principal: &request.principal,
+                    source: &request.source,
+                    task_id: request.task_id.as_deref(),
+                    operation_id: &request.operation_id,
+                    payload_digest: &request.payload_digest,
+                    recovery: request.recovery,
+                    now_ms: now,
+                },
+            )?;
+            Ok(StoredDelivery {
+                payload_digest: request.payload_digest,
                 state: DeliveryState::Prepared,
                 provider_response_id: None,
                 detail: None,
+                attempts: 0,
             })
         })
     }
@@ -405,19 +371,14 @@ impl TaskPlane {
         let detail = detail.map(str::to_string);
         let now = self.now();
         self.write(move |tx| {
-            tx.conn()
-                .prepare_cached(
-                    "UPDATE deliveries SET state = ?2, provider_response_id = COALESCE(?3, provider_response_id), \
-                     detail = ?4, attempts = attempts + ?6, updated_ms = ?5 WHERE delivery_id = ?1",
-                )?
-                .execute(params![
-                    delivery_id,
-                    state.as_str(),
-                    provider_response_id,
-                    detail,
-                    now,
-                    i64::from(state == DeliveryState::Sending)
-                ])?;
+            deliveries::set_state(
+                tx.conn(),
+                &delivery_id,
+                state,
+                provider_response_id.as_deref(),
+                detail.as_deref(),
+                now,
+            )?;
             Ok(())
         })
     }
@@ -432,8 +393,14 @@ impl TaskPlane {
         let now = self.now();
         self.write(move |tx| {
             let conn = tx.conn();
-            conn.prepare_cached("UPDATE deliveries SET state = ?4, detail = ?2, updated_ms = ?3 WHERE delivery_id = ?1")?
-                .execute(params![request.delivery_id, detail_text, now, DeliveryState::Ambiguous.as_str()])?;
+            deliveries::set_state(
+                conn,
+                &request.delivery_id,
+                DeliveryState::Ambiguous,
+                None,
+                Some(&detail_text),
+                now,
+            )?;
             evidence::insert(
     conn,
     &NewEvidence {
@@ -463,10 +430,8 @@ impl TaskPlane {
     /// `ambiguous`) and attempt count.
     pub fn delivery_state(&self, delivery_id: &str) -> Result<Option<(String, i64)>, PlaneError> {
         self.read(|conn| {
-            Ok(conn
-                .prepare_cached("SELECT state, attempts FROM deliveries WHERE delivery_id = ?1")?
-                .query_row([delivery_id], |r| Ok((r.get(0)?, r.get(1)?)))
-                .optional()?)
+            Ok(deliveries::by_id(conn, delivery_id)?
+                .map(|d| (d.state.as_str().to_string(), d.attempts)))
         })
     }
 }

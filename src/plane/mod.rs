@@ -27,7 +27,6 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 
-use rusqlite::{params, OptionalExtension};
 use serde_json::{json, Value};
 
 pub use crate::digest::content_address;
@@ -43,12 +42,11 @@ use crate::clock::{Clock, SystemClock};
 use crate::events::{Accepted, EventBus, TaskEvent};
 use crate::ids::{self, check_identifier, check_locator};
 use crate::record::{
-    ClaimState, Continuation, DeliveryState, EvidenceKind, Locator, MessageRecord, Role,
-    TaskRecord, TaskState,
+    ClaimState, Continuation, EvidenceKind, Locator, MessageRecord, Role, TaskRecord, TaskState,
 };
 use crate::store::anchors::{self, Anchor};
 use crate::store::evidence::{self, NewEvidence};
-use crate::store::{checkpoints, claims, contexts, tasks};
+use crate::store::{checkpoints, claims, contexts, deliveries, tasks};
 use crate::store::{Faults, Store, StoreOptions, WriteTx};
 use intake::Intake;
 
@@ -748,15 +746,8 @@ impl TaskPlane {
                 });
             }
             // Condition 2: the plane itself delivered that provider response for this Task.
-            let delivered: Option<String> = tx
-                .conn()
-                .prepare_cached(
-                    "SELECT delivery_id FROM deliveries WHERE task_id = ?1 AND source = ?2 \
-                     AND provider_response_id = ?3 AND state = ?4",
-                )?
-                .query_row(params![task_id, source, response, DeliveryState::Delivered.as_str()], |r| r.get(0))
-                .optional()?;
-            if delivered.is_none() {
+            let delivered = deliveries::delivered_response(tx.conn(), &task_id, &source, &response)?;
+            if !delivered {
                 return Err(PlaneError::FailedPrecondition(format!(
                     "no delivered response {response} on source `{source}` for task {task_id}: a reply anchor \
                      records a response the plane delivered (deliver it first, then record the anchor)"

@@ -19,6 +19,7 @@ pub mod anchors;
 pub mod checkpoints;
 pub mod claims;
 pub mod contexts;
+pub mod deliveries;
 pub mod durable;
 pub mod evidence;
 mod faults;
