@@ -2,7 +2,7 @@
 //! and the caller's cancel. Turn authority (which Task the agent may touch now) is checked
 //! by the wake queue before these are called; the state rules are here.
 
-use rusqlite::Connection;
+use crate::store::Connection;
 
 use super::{PlaneError, Published, TaskPlane};
 use crate::events::TaskEvent;

@@ -84,18 +84,6 @@ impl From<StoreError> for PlaneError {
     }
 }
 
-impl From<rusqlite::Error> for PlaneError {
-    fn from(err: rusqlite::Error) -> Self {
-        PlaneError::Store(StoreError::from(err))
-    }
-}
-
-impl From<serde_json::Error> for PlaneError {
-    fn from(err: serde_json::Error) -> Self {
-        PlaneError::Store(StoreError::from(err))
-    }
-}
-
 impl From<InvalidIdentifier> for PlaneError {
     fn from(err: InvalidIdentifier) -> Self {
         PlaneError::Invalid {

@@ -315,7 +315,7 @@ impl TaskPlane {
 
     fn read<R>(
         &self,
-        read: impl FnOnce(&rusqlite::Connection) -> Result<R, PlaneError>,
+        read: impl FnOnce(&crate::store::Connection) -> Result<R, PlaneError>,
     ) -> Result<R, PlaneError> {
         self.store.read(read)
     }
@@ -401,7 +401,7 @@ impl TaskPlane {
     ///
     /// The source must also have declared reply anchors as its continuation method.
     fn verified_anchor(
-        conn: &rusqlite::Connection,
+        conn: &crate::store::Connection,
         intake: &Intake,
         reply_to: Option<&str>,
     ) -> Result<Option<tasks::TaskRow>, PlaneError> {
@@ -904,7 +904,7 @@ fn native_context(
 }
 
 fn read_full(
-    conn: &rusqlite::Connection,
+    conn: &crate::store::Connection,
     row: tasks::TaskRow,
     history_length: Option<u32>,
     include_artifacts: bool,

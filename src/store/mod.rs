@@ -23,6 +23,8 @@ pub mod deliveries;
 pub mod durable;
 pub mod evidence;
 mod faults;
+pub mod inspect;
+pub mod retention;
 mod schema;
 pub mod tasks;
 
