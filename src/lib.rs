@@ -26,6 +26,7 @@ pub mod clock;
 pub mod config;
 pub mod digest;
 pub mod events;
+pub mod field_error;
 pub mod http;
 pub mod ids;
 pub mod log;

@@ -7,6 +7,8 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use crate::field_error::FieldError;
+
 /// Who wrote a message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -151,6 +153,21 @@ impl MessageRecord {
             extensions: Vec::new(),
             reference_task_ids: Vec::new(),
         }
+    }
+
+    /// The one role check, for every way a message comes in: a caller's message is
+    /// ROLE_USER, the agent's ROLE_AGENT. `field` names the message (`message`, `reply`).
+    pub fn check_role(&self, role: Role, field: &str) -> Result<(), FieldError> {
+        if self.role == role {
+            return Ok(());
+        }
+        Err(FieldError::new(
+            format!("{field}.role"),
+            match role {
+                Role::User => "an inbound message is the caller's: ROLE_USER",
+                Role::Agent => "a message from the agent is ROLE_AGENT",
+            },
+        ))
     }
 
     /// The message's text parts joined by newlines (other parts are left out).

@@ -10,7 +10,6 @@ use super::error::ApiError;
 use super::tasks::{blocking, stream_task, task_snapshot, wait_settled};
 use super::{json_response, negotiate, sse, Body, Ctx};
 use crate::plane::Acceptance;
-use crate::record::Role;
 use crate::wire::{
     self, send_message_response, stream_response, SendMessageRequest, SendMessageResponse,
     StreamResponse,
@@ -57,14 +56,9 @@ async fn accept(ctx: &Ctx, request: &SendMessageRequest) -> Result<Acceptance, A
         .message
         .clone()
         .ok_or_else(|| ApiError::invalid("message", "is required"))?;
-    let (record, context_id, task_id) = wire::convert::message_from_wire(message)
-        .map_err(|e| ApiError::invalid(format!("message.{}", e.field), e.message))?;
-    if record.role != Role::User {
-        return Err(ApiError::invalid(
-            "message.role",
-            "a client's message is ROLE_USER",
-        ));
-    }
+    // The plane checks the rest (its role included) before anything is accepted.
+    let (record, context_id, task_id) =
+        wire::convert::message_from_wire(message).map_err(|e| e.within("message"))?;
     let plane = ctx.shared.plane.clone();
     let executor = ctx.shared.executor.clone();
     let principal = ctx.principal.clone();

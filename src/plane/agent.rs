@@ -2,12 +2,14 @@
 //! and the caller's cancel. Turn authority (which Task the agent may touch now) is checked
 //! by the wake queue before these are called; the state rules are here.
 
+use crate::field_error::FieldError;
 use crate::store::Connection;
 
 use super::{PlaneError, Published, TaskPlane};
 use crate::events::TaskEvent;
 use crate::record::{
-    ArtifactRecord, ClaimState, Continuation, EvidenceKind, MessageRecord, TaskRecord, TaskState,
+    ArtifactRecord, ClaimState, Continuation, EvidenceKind, MessageRecord, Role, TaskRecord,
+    TaskState,
 };
 use crate::store::claims;
 use crate::store::evidence::{self, NewEvidence};
@@ -56,21 +58,15 @@ fn live_task(conn: &Connection, task_id: &str) -> Result<TaskRow, PlaneError> {
 }
 
 fn agent_message(message: &MessageRecord) -> Result<(), PlaneError> {
-    if message.role != crate::record::Role::Agent || message.parts.is_empty() {
-        return Err(PlaneError::Invalid {
-            field: "message".into(),
-            message: "must be an agent message with at least one part".into(),
-        });
-    }
-    Ok(())
+    super::check_content(message, Role::Agent, "message")
 }
 
 fn artifact_ok(artifact: &ArtifactRecord) -> Result<(), PlaneError> {
     if artifact.artifact_id.is_empty() || artifact.parts.is_empty() {
-        return Err(PlaneError::Invalid {
-            field: "artifact".into(),
-            message: "needs an artifactId and at least one part".into(),
-        });
+        return Err(PlaneError::Invalid(FieldError::new(
+            "artifact",
+            "needs an artifactId and at least one part",
+        )));
     }
     Ok(())
 }
@@ -120,12 +116,7 @@ impl TaskPlane {
         input_schema: Option<serde_json::Value>,
     ) -> Result<(), PlaneError> {
         if let Some(schema) = &input_schema {
-            crate::tools::elicitation::check_requested_schema(schema).map_err(|m| {
-                PlaneError::Invalid {
-                    field: m.field,
-                    message: m.message,
-                }
-            })?;
+            crate::tools::elicitation::check_requested_schema(schema)?;
         }
         agent_message(&question)?;
         let task_id = task_id.to_string();
@@ -221,10 +212,10 @@ impl TaskPlane {
         reason: MessageRecord,
     ) -> Result<(), PlaneError> {
         if !matches!(state, TaskState::Rejected | TaskState::Failed) {
-            return Err(PlaneError::Invalid {
-                field: "state".into(),
-                message: "must be rejected or failed".into(),
-            });
+            return Err(PlaneError::Invalid(FieldError::new(
+                "state",
+                "must be rejected or failed",
+            )));
         }
         agent_message(&reason)?;
         let task_id = task_id.to_string();

@@ -17,6 +17,7 @@ use std::sync::{Condvar, Mutex};
 use serde_json::json;
 
 use super::{PlaneError, TaskPlane};
+use crate::field_error::FieldError;
 use crate::ids::check_identifier;
 use crate::record::{DeliveryState, EvidenceKind, Recovery};
 use crate::store::deliveries::{self, NewDelivery, StoredDelivery};
@@ -137,10 +138,10 @@ fn check_request(request: &DeliveryRequest) -> Result<(), PlaneError> {
     check_identifier("source", &request.source)?;
     check_identifier("operationId", &request.operation_id)?;
     if !crate::digest::is_content_address(&request.payload_digest) {
-        return Err(PlaneError::Invalid {
-            field: "payloadDigest".into(),
-            message: "must be sha256:<64 lowercase hex digits>".into(),
-        });
+        return Err(PlaneError::Invalid(FieldError::new(
+            "payloadDigest",
+            "must be sha256:<64 lowercase hex digits>",
+        )));
     }
     Ok(())
 }

@@ -40,6 +40,7 @@ pub use retention::{CompactionReport, RETENTION_MS};
 
 use crate::clock::{Clock, SystemClock};
 use crate::events::{Accepted, EventBus, TaskEvent};
+use crate::field_error::FieldError;
 use crate::ids::{self, check_identifier, check_locator};
 use crate::record::{
     ClaimState, Continuation, EvidenceKind, Locator, MessageRecord, Role, TaskRecord, TaskState,
@@ -225,10 +226,7 @@ impl TaskPlane {
             return Err(PlaneError::TaskNotFound(task_id.to_string()));
         }
         // Task ids are identifiers (no `/`, never `.` or `..`): one path component.
-        crate::ids::check_identifier("taskId", task_id).map_err(|e| PlaneError::Invalid {
-            field: e.field,
-            message: e.message,
-        })?;
+        crate::ids::check_identifier("taskId", task_id)?;
         let dir = self.root().join(SESSIONS_DIR).join(task_id);
         self.store.create_dir_durably(&dir)?;
         Ok(dir)
@@ -331,12 +329,10 @@ impl TaskPlane {
     ) -> Result<(), PlaneError> {
         check_identifier("source", source)?;
         if source == A2A_SOURCE && continuation != Continuation::ExplicitTaskId {
-            return Err(PlaneError::Invalid {
-                field: "source".into(),
-                message:
-                    "`a2a` is the A2A binding's source; it continues Tasks by explicit taskId only"
-                        .into(),
-            });
+            return Err(PlaneError::Invalid(FieldError::new(
+                "source",
+                "`a2a` is the A2A binding's source; it continues Tasks by explicit taskId only",
+            )));
         }
         self.sources
             .write()
@@ -477,11 +473,7 @@ impl TaskPlane {
                         schema,
                         data,
                         &format!("message.parts[{i}].data"),
-                    )
-                    .map_err(|m| PlaneError::Invalid {
-                        field: m.field,
-                        message: m.message,
-                    })?;
+                    )?;
                 }
             }
         }
@@ -560,12 +552,7 @@ impl TaskPlane {
         reply: MessageRecord,
     ) -> Result<Acceptance, PlaneError> {
         let intake = self.message_intake(principal, context_id, None, message, Vec::new())?;
-        if reply.role != Role::Agent || reply.parts.is_empty() {
-            return Err(PlaneError::Invalid {
-                field: "reply".into(),
-                message: "a direct reply is an agent message with at least one part".into(),
-            });
-        }
+        check_content(&reply, Role::Agent, "reply")?;
         let now = self.now();
         self.write_intake(move |tx| {
             if let Some(prior) = intake::prior_outcome(tx.conn(), &intake)? {
@@ -603,10 +590,7 @@ impl TaskPlane {
         check_locator("locator", &activation.locator)?;
         check_inbound_message(&activation.message, "message", false)?;
         if activation.source == A2A_SOURCE {
-            return Err(PlaneError::Invalid {
-                field: "source".into(),
-                message: "`a2a` is the A2A binding; its messages enter through acceptInContext or continueTask".into(),
-            });
+            return Err(PlaneError::Invalid(FieldError::new("source", "`a2a` is the A2A binding; its messages enter through acceptInContext or continueTask")));
         }
         let continuation = self.continuation_of(&activation.source)?;
         let locator = Value::Object(
@@ -740,10 +724,7 @@ impl TaskPlane {
                 });
             }
             if task.record.source != source {
-                return Err(PlaneError::Invalid {
-                    field: "source".into(),
-                    message: format!("task {task_id} came from source `{}`, not `{source}`", task.record.source),
-                });
+                return Err(PlaneError::Invalid(FieldError::new("source", format!("task {task_id} came from source `{}`, not `{source}`", task.record.source))));
             }
             // Condition 2: the plane itself delivered that provider response for this Task.
             let delivered = deliveries::delivered_response(tx.conn(), &task_id, &source, &response)?;
@@ -836,10 +817,10 @@ impl TaskPlane {
         check_identifier("principal", principal)?;
         check_identifier("source", source)?;
         if cursor.is_empty() || cursor.chars().count() > ids::MAX_LOCATOR_VALUE_LEN {
-            return Err(PlaneError::Invalid {
-                field: "cursor".into(),
-                message: format!("must be 1..={} characters", ids::MAX_LOCATOR_VALUE_LEN),
-            });
+            return Err(PlaneError::Invalid(FieldError::new(
+                "cursor",
+                format!("must be 1..={} characters", ids::MAX_LOCATOR_VALUE_LEN),
+            )));
         }
         let (principal, source, cursor) = (
             principal.to_string(),
@@ -930,22 +911,22 @@ fn check_inbound_message(
     if message_id_is_key {
         check_identifier(&format!("{field}.messageId"), &message.message_id)?;
     } else if message.message_id.is_empty() {
-        return Err(PlaneError::Invalid {
-            field: format!("{field}.messageId"),
-            message: "is required".into(),
-        });
+        return Err(PlaneError::Invalid(FieldError::new(
+            format!("{field}.messageId"),
+            "is required",
+        )));
     }
-    if message.role != Role::User {
-        return Err(PlaneError::Invalid {
-            field: format!("{field}.role"),
-            message: "an inbound message is the caller's: ROLE_USER".into(),
-        });
-    }
+    check_content(message, Role::User, field)
+}
+
+/// A message from `role` (the caller's or the agent's) that carries content.
+fn check_content(message: &MessageRecord, role: Role, field: &str) -> Result<(), PlaneError> {
+    message.check_role(role, field)?;
     if message.parts.is_empty() {
-        return Err(PlaneError::Invalid {
-            field: format!("{field}.parts"),
-            message: "must hold at least one part".into(),
-        });
+        return Err(PlaneError::Invalid(FieldError::new(
+            format!("{field}.parts"),
+            "must hold at least one part",
+        )));
     }
     Ok(())
 }
