@@ -1,7 +1,9 @@
 //! The durable wake queue and turn authority.
 //!
 //! The claims in the store are the durable queue; this is its admission and the single
-//! active turn. At most [`MAX_WAITING`] wakes wait behind the offered or active turn;
+//! active turn. What the queue records as it goes (a delivery, giving an activation up,
+//! unhealthy evidence, what to replay at startup) are plane rules, in `plane::wakes`; the
+//! queue calls them and holds no durable state of its own. At most [`MAX_WAITING`] wakes wait behind the offered or active turn;
 //! overflow is logged (`a2a_wake_overflow`) and recorded as WAKE_FAILED with unhealthy
 //! evidence. Delivering a wake makes the Task WORKING and records WOKEN / WAKE_DELIVERED n
 //! (one transaction) immediately before the driver prompts that Task's session; from then
@@ -29,7 +31,6 @@ use serde_json::json;
 use crate::events::Accepted;
 use crate::plane::{Delivery, PlaneError, TaskPlane};
 use crate::record::EvidenceKind;
-use crate::store::StoreError;
 
 /// Wakes that may wait behind the offered or active turn.
 pub const MAX_WAITING: usize = 128;
@@ -358,7 +359,7 @@ impl WakeQueue {
     /// is logged, never fatal: the note only explains.
     fn note(&self, task_id: &str, text: &str) {
         if let Err(err) = self.inner.plane.note_status(task_id, text) {
-            if !matches!(err, PlaneError::Store(StoreError::Closed)) {
+            if !err.is_closed() {
                 crate::log::warn(
                     "a2a_status_note_failed",
                     json!({ "taskId": task_id, "error": err.to_string() }),
@@ -487,7 +488,7 @@ impl WakeQueue {
                 After::Done(Some(wake))
             }
             Ok(Delivery::Skipped(_)) => After::Again,
-            Err(PlaneError::Store(StoreError::Closed)) => After::Done(None),
+            Err(err) if err.is_closed() => After::Done(None),
             Err(PlaneError::Store(err)) => {
                 // Transient: put it back and retry after a capped exponential backoff.
                 crate::log::warn(

@@ -2,18 +2,12 @@
 //! and the caller's cancel. Turn authority (which Task the agent may touch now) is checked
 //! by the wake queue before these are called; the state rules are here.
 
-use crate::field_error::FieldError;
-use crate::store::Connection;
-
 use super::{PlaneError, Published, TaskPlane};
 use crate::events::TaskEvent;
-use crate::record::{
-    ArtifactRecord, ClaimState, Continuation, EvidenceKind, MessageRecord, Role, TaskRecord,
-    TaskState,
-};
-use crate::store::claims;
-use crate::store::evidence::{self, NewEvidence};
+use crate::field_error::FieldError;
+use crate::record::{ArtifactRecord, Continuation, MessageRecord, Role, TaskRecord, TaskState};
 use crate::store::tasks::{self, InputRequest, TaskRow};
+use crate::store::Connection;
 
 /// Which interrupted state a request for input puts the Task in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -22,7 +16,7 @@ pub enum InterruptKind {
     AuthRequired,
 }
 
-fn status(
+pub(super) fn status(
     task: &TaskRow,
     state: TaskState,
     message: Option<&MessageRecord>,
@@ -116,7 +110,7 @@ impl TaskPlane {
         input_schema: Option<serde_json::Value>,
     ) -> Result<(), PlaneError> {
         if let Some(schema) = &input_schema {
-            crate::tools::elicitation::check_requested_schema(schema)?;
+            crate::elicitation::check_requested_schema(schema)?;
         }
         agent_message(&question)?;
         let task_id = task_id.to_string();
@@ -292,198 +286,6 @@ impl TaskPlane {
             record.status_ms = now;
             record.input_request_open = false;
             Ok((record, published))
-        })
-    }
-}
-
-/// Unhealthy evidence about an activation of a Task.
-fn unhealthy_wake_evidence(
-    conn: &Connection,
-    kind: &EvidenceKind,
-    activation_id: &str,
-    task_id: &str,
-    reason: &str,
-    now: i64,
-) -> Result<(), PlaneError> {
-    evidence::insert(
-        conn,
-        &NewEvidence {
-            kind: kind,
-            healthy: false,
-            task_id: Some(task_id),
-            activation_id: Some(activation_id),
-            locator: &serde_json::json!({ "activationId": activation_id }),
-            content: &serde_json::json!({ "kind": kind.as_str(), "activationId": activation_id, "taskId": task_id, "reason": reason, "at": now }),
-            now_ms: now,
-        },
-    )?;
-    Ok(())
-}
-
-/// What delivering a wake did.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Delivery {
-    /// The Task is WORKING and this is delivery `n` of the activation.
-    Delivered { delivery: i64 },
-    /// Nothing to deliver any more (the Task settled or was canceled meanwhile, or the
-    /// activation is no longer live); the reason says which.
-    Skipped(String),
-}
-
-impl TaskPlane {
-    /// Delivers a wake: the Task becomes WORKING, and the claim records WOKEN (on its first
-    /// delivery) and WAKE_DELIVERED n — one transaction, immediately before the agent is
-    /// prompted. A canceled (terminal) Task is skipped: cancel wins over a wake.
-    pub fn deliver_wake(&self, activation_id: &str, task_id: &str) -> Result<Delivery, PlaneError> {
-        let (activation_id, task_id) = (activation_id.to_string(), task_id.to_string());
-        let now = self.now();
-        self.write_publishing(move |tx| {
-            let conn = tx.conn();
-            let Some(claim) = claims::wake_claim(conn, &activation_id, &task_id)? else {
-                return Ok((
-                    Delivery::Skipped(format!(
-                        "activation {activation_id} has no claim for task {task_id}"
-                    )),
-                    vec![],
-                ));
-            };
-            if !claim.state.is_deliverable() {
-                return Ok((
-                    Delivery::Skipped(format!(
-                        "activation {activation_id} is {}",
-                        claim.state.as_str()
-                    )),
-                    vec![],
-                ));
-            }
-            let Some(task) = tasks::by_id(conn, &task_id)? else {
-                return Ok((Delivery::Skipped(format!("task {task_id} is gone")), vec![]));
-            };
-            let state = task.record.state;
-            if state.is_terminal() {
-                return Ok((
-                    Delivery::Skipped(format!("task {task_id} is {}", state.as_str())),
-                    vec![],
-                ));
-            }
-            if task.record.awaits_caller() {
-                return Ok((
-                    Delivery::Skipped(format!("task {task_id} waits for its caller")),
-                    vec![],
-                ));
-            }
-            let mut published = vec![];
-            // WORKING, and no stale note (why an earlier turn failed, why it waited).
-            if state != TaskState::Working || task.record.status_message.is_some() {
-                tasks::set_status(
-                    conn,
-                    task.seq,
-                    TaskState::Working,
-                    None,
-                    now,
-                    InputRequest::Unchanged,
-                )?;
-                published.push(status(&task, TaskState::Working, None, now));
-            }
-            let n = claim.deliveries + 1;
-            if claim.state == ClaimState::Accepted {
-                claims::push_state(conn, &activation_id, ClaimState::Woken, None, now)?;
-            }
-            claims::record_delivery(conn, &activation_id, n, now)?;
-            Ok((Delivery::Delivered { delivery: n }, published))
-        })
-    }
-
-    /// Gives up on an activation: WAKE_FAILED plus unhealthy evidence with `reason`. Startup
-    /// does not resurrect it. When it is the Task's newest activation and the Task is not
-    /// settled, the Task becomes FAILED with `caller_message` (why, and what the caller can
-    /// do) as its status message, so callers waiting on it (blocking sends, streams) are
-    /// answered instead of waiting forever.
-    pub fn fail_wake(
-        &self,
-        activation_id: &str,
-        task_id: &str,
-        kind: EvidenceKind,
-        reason: &str,
-        caller_message: &str,
-    ) -> Result<(), PlaneError> {
-        let (activation_id, task_id, reason, caller_message) = (
-            activation_id.to_string(),
-            task_id.to_string(),
-            reason.to_string(),
-            caller_message.to_string(),
-        );
-        let now = self.now();
-        self.write_publishing(move |tx| {
-            let conn = tx.conn();
-            claims::push_state(
-                conn,
-                &activation_id,
-                ClaimState::WakeFailed,
-                Some(&reason),
-                now,
-            )?;
-            unhealthy_wake_evidence(conn, &kind, &activation_id, &task_id, &reason, now)?;
-            let newest = claims::newest_for_task(conn, &task_id)?;
-            let mut published = vec![];
-            if let Some(task) = tasks::by_id(conn, &task_id)? {
-                if newest.as_deref() == Some(activation_id.as_str())
-                    && !task.record.state.is_terminal()
-                    && !task.record.awaits_caller()
-                {
-                    let message =
-                        MessageRecord::agent(vec![crate::record::PartRecord::text(caller_message)]);
-                    tasks::append_history(conn, &task, &message)?;
-                    tasks::set_status(
-                        conn,
-                        task.seq,
-                        TaskState::Failed,
-                        Some(&message),
-                        now,
-                        InputRequest::Closed,
-                    )?;
-                    published.push(status(&task, TaskState::Failed, Some(&message), now));
-                }
-            }
-            Ok(((), published))
-        })
-    }
-
-    /// Records unhealthy evidence about an activation without changing its state (it stays
-    /// replayable after a restart).
-    pub fn record_unhealthy(
-        &self,
-        activation_id: &str,
-        task_id: &str,
-        kind: EvidenceKind,
-        reason: &str,
-    ) -> Result<(), PlaneError> {
-        let (activation_id, task_id, reason) = (
-            activation_id.to_string(),
-            task_id.to_string(),
-            reason.to_string(),
-        );
-        let now = self.now();
-        self.write(move |tx| {
-            unhealthy_wake_evidence(tx.conn(), &kind, &activation_id, &task_id, &reason, now)?;
-            Ok(())
-        })
-    }
-
-    /// The activations startup may offer, oldest first: for each non-terminal Task, its
-    /// newest activation when that one is ACCEPTED or WOKEN and the Task is not waiting
-    /// for its caller (an unanswered INPUT_REQUIRED/AUTH_REQUIRED Task waits for a newer
-    /// continuation).
-    pub fn wakes_to_replay(&self) -> Result<Vec<crate::events::Accepted>, PlaneError> {
-        self.read(|conn| {
-            Ok(claims::newest_deliverable(conn)?
-                .into_iter()
-                .map(|d| crate::events::Accepted {
-                    activation_id: d.activation_id,
-                    task_id: d.task_id,
-                    context_id: d.context_id,
-                })
-                .collect())
         })
     }
 }

@@ -22,6 +22,7 @@ mod inspect;
 mod intake;
 mod query;
 mod retention;
+mod wakes;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -31,12 +32,13 @@ use serde_json::{json, Value};
 
 pub use crate::digest::content_address;
 pub use crate::record::Recovery;
-pub use agent::{Delivery, InterruptKind};
+pub use agent::InterruptKind;
 pub use delivery::{DeliveryOutcome, DeliveryRequest, DeliveryStart, Reconciler, SendFailure};
 pub use error::PlaneError;
 pub use inspect::{Inspector, StoreStats};
 pub use query::{ListFilter, PageCursor, SummaryFilter, TaskPage, TaskSummary};
 pub use retention::{CompactionReport, RETENTION_MS};
+pub use wakes::Delivery;
 
 use crate::clock::{Clock, SystemClock};
 use crate::events::{Accepted, EventBus, TaskEvent};
@@ -468,8 +470,8 @@ impl TaskPlane {
     fn check_structured_answer(schema: &Value, message: &MessageRecord) -> Result<(), PlaneError> {
         for (i, part) in message.parts.iter().enumerate() {
             if let crate::record::PartContent::Data(data) = &part.content {
-                if crate::tools::elicitation::is_answer(data) {
-                    crate::tools::elicitation::check_answer(
+                if crate::elicitation::is_answer(data) {
+                    crate::elicitation::check_answer(
                         schema,
                         data,
                         &format!("message.parts[{i}].data"),

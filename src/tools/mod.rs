@@ -3,7 +3,6 @@
 //! turn's authority ([`WakeQueue::require_authority`]): there is no claim-free path.
 //! The Pi extension registers them with typebox schemas and calls these.
 
-pub mod elicitation;
 pub mod manifest;
 
 use serde_json::{json, Map, Value};

@@ -1,7 +1,9 @@
 //! `elicitation/v1`: MCP-compatible structured questions. The agent may attach a
 //! `requestedSchema` to a request for input; it must be MCP's flat shape (an object of
 //! primitive properties). An answer given as a data part in MCP's result shape
-//! (`{action: accept|decline|cancel, content}`) is checked against it.
+//! (`{action: accept|decline|cancel, content}`) is checked against it. A leaf (it knows
+//! only JSON and [`FieldError`]): the plane checks schemas and answers with it, and the
+//! agent's tools build the question it describes.
 
 use serde_json::{Map, Value};
 
