@@ -52,7 +52,7 @@ fn live_task(conn: &Connection, task_id: &str) -> Result<TaskRow, PlaneError> {
 }
 
 fn agent_message(message: &MessageRecord) -> Result<(), PlaneError> {
-    super::check_content(message, Role::Agent, "message")
+    super::inbound::check_content(message, Role::Agent, "message")
 }
 
 fn artifact_ok(artifact: &ArtifactRecord) -> Result<(), PlaneError> {

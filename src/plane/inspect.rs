@@ -5,7 +5,8 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use super::{read_full, PlaneError};
+use super::query::read_full;
+use super::PlaneError;
 use crate::record::{TaskRecord, TaskState};
 use crate::store::tasks::{self, SummaryFilter, TaskSummary};
 use crate::store::{self, inspect, Connection};

@@ -1,10 +1,12 @@
-//! Listing a principal's Tasks: filters, newest status first, keyset pagination (a page
-//! boundary is a position, not an offset, so inserts do not shift later pages).
+//! Reading Tasks: one Task (the caller's own, or any for the agent side), a principal's
+//! Tasks by filter, newest status first, with keyset pagination (a page boundary is a
+//! position, not an offset, so inserts do not shift later pages), and the operator's view.
 
-use super::{read_full, PlaneError, TaskPlane};
+use super::{PlaneError, TaskPlane};
 use crate::record::{TaskRecord, TaskState};
 use crate::store::tasks::{self, PageQuery};
 pub use crate::store::tasks::{PageCursor, SummaryFilter, TaskSummary};
+use crate::store::Connection;
 
 /// What to list.
 #[derive(Debug, Clone, Default)]
@@ -31,6 +33,37 @@ pub struct TaskPage {
 }
 
 impl TaskPlane {
+    /// The durable state of a Task the principal owns (`None` for a foreign or missing
+    /// one). `history_length`: `None` all, `Some(n)` the newest n.
+    pub fn get_task(
+        &self,
+        principal: &str,
+        task_id: &str,
+        history_length: Option<u32>,
+        include_artifacts: bool,
+    ) -> Result<Option<TaskRecord>, PlaneError> {
+        self.read(|conn| {
+            tasks::owned(conn, principal, task_id)?
+                .map(|row| read_full(conn, row, history_length, include_artifacts))
+                .transpose()
+        })
+    }
+
+    /// The durable state of any Task, whoever owns it: for the agent side (the wake queue
+    /// and the agent's tools, which check turn authority first), never for callers.
+    pub fn task(
+        &self,
+        task_id: &str,
+        history_length: Option<u32>,
+        include_artifacts: bool,
+    ) -> Result<Option<TaskRecord>, PlaneError> {
+        self.read(|conn| {
+            tasks::by_id(conn, task_id)?
+                .map(|row| read_full(conn, row, history_length, include_artifacts))
+                .transpose()
+        })
+    }
+
     /// The principal's Tasks that match `filter`, newest status first.
     pub fn list_tasks(&self, principal: &str, filter: &ListFilter) -> Result<TaskPage, PlaneError> {
         let query = PageQuery {
@@ -60,4 +93,21 @@ impl TaskPlane {
     pub fn recent_tasks(&self, filter: &SummaryFilter) -> Result<Vec<TaskSummary>, PlaneError> {
         self.read(|conn| Ok(tasks::summaries(conn, filter)?))
     }
+}
+
+pub(super) fn read_full(
+    conn: &Connection,
+    row: tasks::TaskRow,
+    history_length: Option<u32>,
+    include_artifacts: bool,
+) -> Result<TaskRecord, PlaneError> {
+    let mut record = row.record;
+    record.history = match history_length {
+        Some(0) => Vec::new(),
+        limit => tasks::history(conn, row.seq, limit)?,
+    };
+    if include_artifacts {
+        record.artifacts = tasks::artifacts(conn, row.seq)?;
+    }
+    Ok(record)
 }

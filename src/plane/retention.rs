@@ -21,7 +21,7 @@
 
 use serde_json::json;
 
-use super::PlaneError;
+use super::{PlaneError, TaskPlane, SESSIONS_DIR};
 use crate::clock::DAY_MS;
 use crate::record::{ClaimState, EvidenceKind};
 use crate::store::evidence::{self, NewEvidence};
@@ -42,6 +42,33 @@ pub struct CompactionReport {
     pub contexts: usize,
     /// Task session folders removed (with their Task, or orphaned past the window).
     pub sessions: usize,
+}
+
+impl TaskPlane {
+    pub(super) fn recover_and_compact(&self) -> Result<CompactionReport, PlaneError> {
+        let now = self.now();
+        let retention_ms = self.retention_ms;
+        let (mut report, removed) = self.write(move |tx| {
+            let quarantined = quarantine_orphaned_claims(tx.conn(), now)?;
+            let (mut report, removed) = compact(tx.conn(), now, retention_ms)?;
+            report.quarantined_claims = quarantined;
+            Ok((report, removed))
+        })?;
+        // After the commit: a session folder never outlives its Task's record, but a crash
+        // before this only leaves an orphan for the next compaction.
+        report.sessions = remove_session_folders(
+            &self.root().join(SESSIONS_DIR),
+            &removed,
+            now - retention_ms,
+            &|task_id| Ok(self.task(task_id, Some(0), false)?.is_some()),
+        )?;
+        Ok(report)
+    }
+
+    /// Runs compaction now (startup does this already).
+    pub fn compact(&self) -> Result<CompactionReport, PlaneError> {
+        self.recover_and_compact()
+    }
 }
 
 /// Quarantines claims whose Task is missing; returns how many. Only the claims of Tasks

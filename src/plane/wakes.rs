@@ -27,7 +27,7 @@ fn unhealthy_wake_evidence(
     evidence::insert(
         conn,
         &NewEvidence {
-            kind: kind,
+            kind,
             healthy: false,
             task_id: Some(task_id),
             activation_id: Some(activation_id),

@@ -19,30 +19,26 @@ pub struct StoredDelivery {
 
 /// The delivery `delivery_id`, if it was prepared.
 pub fn by_id(conn: &Connection, delivery_id: &str) -> Result<Option<StoredDelivery>, StoreError> {
-    let found: Option<(String, String, Option<String>, Option<String>, i64)> = conn
-        .prepare_cached(
-            "SELECT payload_digest, state, provider_response_id, detail, attempts FROM deliveries WHERE delivery_id = ?1",
-        )?
-        .query_row([delivery_id], |r| {
-            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+    conn.prepare_cached(
+        "SELECT payload_digest, state, provider_response_id, detail, attempts FROM deliveries WHERE delivery_id = ?1",
+    )?
+    .query_row([delivery_id], |r| {
+        let state: String = r.get(1)?;
+        Ok(match DeliveryState::parse(&state) {
+            Some(state) => Ok(StoredDelivery {
+                payload_digest: r.get(0)?,
+                state,
+                provider_response_id: r.get(2)?,
+                detail: r.get(3)?,
+                attempts: r.get(4)?,
+            }),
+            None => Err(StoreError::Corrupt(format!(
+                "delivery {delivery_id}: unknown state `{state}`"
+            ))),
         })
-        .optional()?;
-    found
-        .map(
-            |(payload_digest, state, provider_response_id, detail, attempts)| {
-                let state = DeliveryState::parse(&state).ok_or_else(|| {
-                    StoreError::Corrupt(format!("delivery {delivery_id}: unknown state `{state}`"))
-                })?;
-                Ok(StoredDelivery {
-                    payload_digest,
-                    state,
-                    provider_response_id,
-                    detail,
-                    attempts,
-                })
-            },
-        )
-        .transpose()
+    })
+    .optional()?
+    .transpose()
 }
 
 /// The delivery that used `operation_id` on `source`, and its payload digest.
