@@ -12,6 +12,12 @@
 //!   an error naming the root and the holder's pid.
 //! - WAL with `synchronous=FULL`; checkpoints on their own thread; the root is mode 0700
 //!   and its files 0600.
+//! - **Every statement lives here**, behind typed functions, one module per table or
+//!   concern: [`tasks`] (with history and artifacts, listings, and the SQL forms of the
+//!   state sets), [`claims`] (the activation journal), [`contexts`], [`evidence`],
+//!   [`anchors`], [`checkpoints`], [`deliveries`], [`retention`] (compaction) and
+//!   [`inspect`] (the operator's read-only checks). They take the connection of a writer
+//!   job or a read and return native records; the rules that combine them are the plane's.
 //!
 //! See `src/store/CONCURRENCY.md` for who owns what.
 
