@@ -2,22 +2,8 @@
 //! locator values, and the server-minted ids.
 
 use std::collections::BTreeMap;
-use std::fmt;
 
-/// Why an identifier or locator was refused. Names the field.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct InvalidIdentifier {
-    pub field: String,
-    pub message: String,
-}
-
-impl fmt::Display for InvalidIdentifier {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "invalid `{}`: {}", self.field, self.message)
-    }
-}
-
-impl std::error::Error for InvalidIdentifier {}
+use crate::field_error::FieldError;
 
 /// Longest identifier: 128 characters.
 pub const MAX_IDENTIFIER_LEN: usize = 128;
@@ -30,13 +16,8 @@ pub const MAX_LOCATOR_VALUE_LEN: usize = 4096;
 ///
 /// Raw provider values that do not fit (`@`, `/`, spaces, ...) are hashed into a
 /// source-prefixed identifier by the adapter; the raw value belongs in the locator.
-pub fn check_identifier(field: &str, value: &str) -> Result<(), InvalidIdentifier> {
-    let bad = |message: String| {
-        Err(InvalidIdentifier {
-            field: field.to_string(),
-            message,
-        })
-    };
+pub fn check_identifier(field: &str, value: &str) -> Result<(), FieldError> {
+    let bad = |message: String| Err(FieldError::new(field, message));
     let mut chars = value.chars();
     match chars.next() {
         None => return bad("must not be empty".into()),
@@ -67,18 +48,15 @@ pub fn check_identifier(field: &str, value: &str) -> Result<(), InvalidIdentifie
 
 /// Checks a native object locator: keys are identifiers, values opaque strings of
 /// 1..=4096 characters.
-pub fn check_locator(
-    field: &str,
-    locator: &BTreeMap<String, String>,
-) -> Result<(), InvalidIdentifier> {
+pub fn check_locator(field: &str, locator: &BTreeMap<String, String>) -> Result<(), FieldError> {
     for (key, value) in locator {
         check_identifier(&format!("{field} key"), key)?;
         let len = value.chars().count();
         if len == 0 || len > MAX_LOCATOR_VALUE_LEN {
-            return Err(InvalidIdentifier {
-                field: format!("{field}.{key}"),
-                message: format!("must be 1..={MAX_LOCATOR_VALUE_LEN} characters, got {len}"),
-            });
+            return Err(FieldError::new(
+                format!("{field}.{key}"),
+                format!("must be 1..={MAX_LOCATOR_VALUE_LEN} characters, got {len}"),
+            ));
         }
     }
     Ok(())

@@ -3,28 +3,69 @@
 //! # Layout
 //!
 //! - [`store`]: the durable SQLite store: one writer thread (group commit), read
-//!   connections, schema migrations, the store-root lock, failure injection for tests.
+//!   connections, schema migrations, the store-root lock, failure injection for tests;
+//!   and every SQL statement, behind typed functions, one module per table or concern
+//!   (`store::tasks`, `store::claims`, `store::contexts`, `store::evidence`,
+//!   `store::anchors`, `store::checkpoints`, `store::deliveries`, `store::retention`,
+//!   `store::inspect`).
 //! - [`plane`]: the trusted intake and every rule of the contract's Task and conversation
-//!   semantics (contexts, continuation, idempotency, acceptance, retention, delivery).
+//!   semantics (contexts, continuation, idempotency, acceptance, retention, delivery, the
+//!   durable half of the wake queue). Rules only: it reads typed rows from the store,
+//!   decides, and writes through the store.
 //! - [`events`]: per-Task broadcast of updates after commit, and acceptances for agent drivers.
 //! - [`http`]: the A2A HTTP+JSON listener (hyper, own router): auth, negotiation, errors,
 //!   SSE, the Agent Card, signed page tokens, and what a client may hold (connection and
 //!   stream pools, write deadlines; see `docs/reliability.md`).
 //! - [`log`]: structured JSON log lines with stable event names.
-//! - [`wake`]: the durable wake queue and turn authority.
-//! - [`tools`]: the four agent tools' rules, the workflow manifest, elicitation schemas.
-//! - [`record`]: the native records the store keeps (not wire types).
+//! - [`wake`]: the wake queue's admission and the one active turn (turn authority).
+//! - [`tools`]: the four agent tools' rules and the workflow manifest.
+//! - [`elicitation`]: `elicitation/v1` schema and answer checks.
+//! - [`record`]: the native records the store keeps (not wire types), with the one
+//!   definition of each state set (terminal, settled, awaiting the caller, claim and
+//!   delivery states, evidence kinds).
 //! - [`ids`]: the identifier pattern, locator bounds, server-minted ids.
+//! - [`field_error`]: the one error that names a field.
+//! - [`digest`]: content addresses (`sha256:<hex>`), of bytes and of canonical JSON.
 //! - [`clock`]: injectable time.
 //! - [`config`]: environment → configuration, with errors that name the variable.
 //! - [`wire`]: the A2A v1 wire model (prost + pbjson from `proto/`): exact ProtoJSON in and
 //!   out, REQUIRED-member checks, errors that name the field.
 //! - [`binding`]: the napi surface of the Node addon; conversions at the JS boundary,
 //!   no rules.
+//!
+//! # Module graph
+//!
+//! Imports point down, never up or sideways: a module uses only modules on lower rows
+//! (the test `module_graph::imports_point_down_the_rows_drawn_in_lib_rs` reads the rows
+//! below and every `crate::` path under `src/`, so a cycle, or a new module left out of
+//! this picture, fails the build's tests).
+//!
+//! ```text
+//! 7  binding
+//! 6  tools
+//! 5  http  wake
+//! 4  plane
+//! 3  store  events  wire  config
+//! 2  record  log
+//! 1  ids  elicitation
+//! 0  field_error  clock  digest
+//!
+//! binding ─► tools ─► wake ─► plane ─► store ─► record ─► ids ─► field_error
+//!    │         │               ▲ │ │               ▲ ▲
+//!    └─► http ─┼───────────────┘ │ └─► events ─────┘ │
+//!         │    └─► wire ─────────┼───────────────────┘
+//!         └──────► wire          └─► elicitation
+//! ```
+//!
+//! (`config`, `log`, `clock`, `digest` and `field_error` are used across the layers; the
+//! rows are the whole truth, the drawing the main paths.)
 
 pub mod clock;
 pub mod config;
+pub mod digest;
+pub mod elicitation;
 pub mod events;
+pub mod field_error;
 pub mod http;
 pub mod ids;
 pub mod log;
@@ -36,3 +77,137 @@ pub mod wake;
 pub mod wire;
 
 pub mod binding;
+
+#[cfg(test)]
+mod module_graph {
+    use std::collections::{BTreeMap, BTreeSet};
+    use std::path::Path;
+
+    /// The rows of the module graph drawn in this file's docs: module → row.
+    fn drawn_rows(lib_rs: &str) -> BTreeMap<String, u32> {
+        let mut rows = BTreeMap::new();
+        let block = lib_rs
+            .split("# Module graph")
+            .nth(1)
+            .and_then(|rest| rest.split("```text").nth(1))
+            .and_then(|rest| rest.split("```").next())
+            .expect("lib.rs draws the module graph in a ```text block");
+        for line in block.lines() {
+            // A row: `<row>  <module>  <module>…`.
+            let mut words = line.trim_start_matches("//!").split_whitespace();
+            let Some(row) = words.next().and_then(|w| w.parse::<u32>().ok()) else {
+                continue;
+            };
+            for word in words {
+                rows.insert(word.to_string(), row);
+            }
+        }
+        rows
+    }
+
+    /// Every `crate::<module>` named outside comments in `source`.
+    fn used_modules(source: &str) -> BTreeSet<String> {
+        let mut used = BTreeSet::new();
+        for line in source.lines() {
+            if line.trim_start().starts_with("//") {
+                continue;
+            }
+            for (at, _) in line.match_indices("crate::") {
+                let name: String = line[at + "crate::".len()..]
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                    .collect();
+                if !name.is_empty() {
+                    used.insert(name);
+                }
+            }
+        }
+        used
+    }
+
+    /// The top-level module of each `.rs` file under `dir` (`src/plane/wakes.rs` → `plane`).
+    fn sources(dir: &Path, top: Option<&str>, out: &mut Vec<(String, String)>) {
+        for entry in std::fs::read_dir(dir).expect("src/ is readable").flatten() {
+            let path = entry.path();
+            let name = entry.file_name().to_string_lossy().to_string();
+            if path.is_dir() {
+                sources(&path, Some(top.unwrap_or(&name)), out);
+            } else if let Some(stem) = name.strip_suffix(".rs") {
+                let module = top.unwrap_or(stem).to_string();
+                let text = std::fs::read_to_string(&path).expect("a source file is readable");
+                out.push((module, text));
+            }
+        }
+    }
+
+    /// What is wrong with `files` (module, source) against `rows`: a use of a module on
+    /// the same row or above, or a module the rows leave out.
+    fn violations(rows: &BTreeMap<String, u32>, files: &[(String, String)]) -> Vec<String> {
+        let mut wrong = Vec::new();
+        for (module, text) in files {
+            if module == "lib" {
+                continue;
+            }
+            let Some(&from) = rows.get(module) else {
+                wrong.push(format!(
+                    "module `{module}` is not drawn in lib.rs's module graph"
+                ));
+                continue;
+            };
+            for used in used_modules(text) {
+                match rows.get(&used) {
+                    _ if used == *module => {}
+                    Some(&to) if to < from => {}
+                    Some(&to) => wrong.push(format!(
+                        "`{module}` (row {from}) uses `{used}` (row {to}): imports must point down"
+                    )),
+                    None => wrong.push(format!(
+                        "`{module}` uses `{used}`, which is not drawn in lib.rs's module graph"
+                    )),
+                }
+            }
+        }
+        wrong.sort();
+        wrong.dedup();
+        wrong
+    }
+
+    #[test]
+    fn imports_point_down_the_rows_drawn_in_lib_rs() {
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let rows = drawn_rows(&std::fs::read_to_string(src.join("lib.rs")).unwrap());
+        assert!(rows.len() >= 15, "the rows were read: {rows:?}");
+        let mut files = Vec::new();
+        sources(&src, None, &mut files);
+        let wrong = violations(&rows, &files);
+        assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    }
+
+    #[test]
+    fn a_cycle_or_an_undrawn_module_is_refused() {
+        let rows = drawn_rows(
+            "# Module graph\n```text\n1  plane  wake\n0  store\n\nplane ─► store\n```\n",
+        );
+        assert_eq!(rows.get("wake"), Some(&1));
+        assert_eq!(rows.get("store"), Some(&0));
+        let file = |module: &str, text: &str| (module.to_string(), text.to_string());
+        let fine = [
+            file(
+                "plane",
+                "use crate::store::X;\n// crate::wake is only named here",
+            ),
+            file("store", "let now = crate::store::clock();"),
+        ];
+        assert!(violations(&rows, &fine).is_empty());
+        let cycle = [
+            file("plane", "use crate::wake::Queue;"),
+            file("store", "crate::plane::f()"),
+        ];
+        assert_eq!(violations(&rows, &cycle).len(), 2);
+        let undrawn = [
+            file("http", "use crate::store::X;"),
+            file("plane", "crate::tools::f()"),
+        ];
+        assert_eq!(violations(&rows, &undrawn).len(), 2);
+    }
+}

@@ -7,6 +7,8 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use crate::field_error::FieldError;
+
 /// Who wrote a message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -74,6 +76,12 @@ impl TaskState {
     /// INPUT_REQUIRED or AUTH_REQUIRED.
     pub fn is_interrupted(self) -> bool {
         matches!(self, TaskState::InputRequired | TaskState::AuthRequired)
+    }
+
+    /// Terminal or interrupted: the agent has nothing more to do on the Task until its
+    /// caller acts, so a blocking send returns and a finished turn is not re-offered.
+    pub fn is_settled(self) -> bool {
+        self.is_terminal() || self.is_interrupted()
     }
 }
 
@@ -145,6 +153,21 @@ impl MessageRecord {
             extensions: Vec::new(),
             reference_task_ids: Vec::new(),
         }
+    }
+
+    /// The one role check, for every way a message comes in: a caller's message is
+    /// ROLE_USER, the agent's ROLE_AGENT. `field` names the message (`message`, `reply`).
+    pub fn check_role(&self, role: Role, field: &str) -> Result<(), FieldError> {
+        if self.role == role {
+            return Ok(());
+        }
+        Err(FieldError::new(
+            format!("{field}.role"),
+            match role {
+                Role::User => "an inbound message is the caller's: ROLE_USER",
+                Role::Agent => "a message from the agent is ROLE_AGENT",
+            },
+        ))
     }
 
     /// The message's text parts joined by newlines (other parts are left out).
@@ -220,6 +243,200 @@ impl Continuation {
     }
 }
 
+/// Where a claim (one accepted activation) stands, and the kinds of the state records
+/// the store keeps for it, in order: ACCEPTED, WOKEN, WAKE_DELIVERED n, then WAKE_FAILED
+/// or QUARANTINED. `WakeDelivered` is only ever a record (with its count), never the
+/// claim's current state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ClaimState {
+    /// Committed with its Task; not yet delivered to the agent.
+    Accepted,
+    /// Delivered to the agent at least once.
+    Woken,
+    /// One delivery of the wake (a record with the delivery's number).
+    WakeDelivered,
+    /// Given up by the wake queue: never offered again.
+    WakeFailed,
+    /// Its Task is missing from the store: a permanent failure, never offered.
+    Quarantined,
+}
+
+impl ClaimState {
+    pub const ALL: [ClaimState; 5] = [
+        ClaimState::Accepted,
+        ClaimState::Woken,
+        ClaimState::WakeDelivered,
+        ClaimState::WakeFailed,
+        ClaimState::Quarantined,
+    ];
+
+    /// The name the store writes.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ClaimState::Accepted => "ACCEPTED",
+            ClaimState::Woken => "WOKEN",
+            ClaimState::WakeDelivered => "WAKE_DELIVERED",
+            ClaimState::WakeFailed => "WAKE_FAILED",
+            ClaimState::Quarantined => "QUARANTINED",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<ClaimState> {
+        ClaimState::ALL.into_iter().find(|s| s.as_str() == name)
+    }
+
+    /// ACCEPTED or WOKEN: the activation may still be delivered to the agent.
+    pub fn is_deliverable(self) -> bool {
+        matches!(self, ClaimState::Accepted | ClaimState::Woken)
+    }
+
+    /// WAKE_FAILED or QUARANTINED: given up for good (never offered, never recovered).
+    pub fn is_given_up(self) -> bool {
+        matches!(self, ClaimState::WakeFailed | ClaimState::Quarantined)
+    }
+}
+
+/// How an acceptance settled its claim (stored with the claim and in its evidence).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClaimRoute {
+    /// A new Task.
+    Created,
+    /// A waiting Task was continued.
+    Continued,
+    /// A direct Message outcome: no Task.
+    Direct,
+}
+
+impl ClaimRoute {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ClaimRoute::Created => "created",
+            ClaimRoute::Continued => "continued",
+            ClaimRoute::Direct => "direct",
+        }
+    }
+}
+
+/// Where an outbound delivery stands: `prepared` → `sending` → `delivered`, `failed` (the
+/// provider certainly did not perform it; a later call may retry) or `ambiguous` (final).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DeliveryState {
+    Prepared,
+    Sending,
+    Delivered,
+    Failed,
+    Ambiguous,
+}
+
+impl DeliveryState {
+    pub const ALL: [DeliveryState; 5] = [
+        DeliveryState::Prepared,
+        DeliveryState::Sending,
+        DeliveryState::Delivered,
+        DeliveryState::Failed,
+        DeliveryState::Ambiguous,
+    ];
+
+    /// The name the store writes.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DeliveryState::Prepared => "prepared",
+            DeliveryState::Sending => "sending",
+            DeliveryState::Delivered => "delivered",
+            DeliveryState::Failed => "failed",
+            DeliveryState::Ambiguous => "ambiguous",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<DeliveryState> {
+        DeliveryState::ALL.into_iter().find(|s| s.as_str() == name)
+    }
+}
+
+/// How a delivery found in `sending` after a crash is recovered (the source's Delivery
+/// recovery column).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Recovery {
+    /// The provider deduplicates on the operation id: resending is safe.
+    IdempotencyKey,
+    /// The provider can be asked whether the mutation happened (needs a reconciler).
+    Lookup,
+    /// Neither: mark ambiguous, record evidence, report unhealthy.
+    Ambiguous,
+}
+
+impl Recovery {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Recovery::IdempotencyKey => "idempotency_key",
+            Recovery::Lookup => "lookup",
+            Recovery::Ambiguous => "ambiguous",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<Recovery> {
+        [
+            Recovery::IdempotencyKey,
+            Recovery::Lookup,
+            Recovery::Ambiguous,
+        ]
+        .into_iter()
+        .find(|r| r.as_str() == name)
+    }
+}
+
+/// What a piece of evidence is about. The plane records the named kinds itself; a source
+/// adapter records evidence of its own kinds (any identifier) through `record_evidence`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum EvidenceKind {
+    /// An acceptance (healthy): what was claimed, from whom, and where it went.
+    Activation,
+    /// A claim whose Task is missing was quarantined at startup.
+    ClaimQuarantined,
+    /// A delivery may or may not have reached the provider.
+    DeliveryAmbiguous,
+    /// An activation the wake queue could not admit (it was full).
+    WakeOverflow,
+    /// An activation given up after too many deliveries left its Task unsettled.
+    WakeFailed,
+    /// An activation whose turns failed too often in a row (it stays replayable).
+    TurnFailed,
+    /// A kind named by a source adapter.
+    Source(String),
+}
+
+impl EvidenceKind {
+    const NAMED: [EvidenceKind; 6] = [
+        EvidenceKind::Activation,
+        EvidenceKind::ClaimQuarantined,
+        EvidenceKind::DeliveryAmbiguous,
+        EvidenceKind::WakeOverflow,
+        EvidenceKind::WakeFailed,
+        EvidenceKind::TurnFailed,
+    ];
+
+    /// The name the store writes.
+    pub fn as_str(&self) -> &str {
+        match self {
+            EvidenceKind::Activation => "activation",
+            EvidenceKind::ClaimQuarantined => "claim_quarantined",
+            EvidenceKind::DeliveryAmbiguous => "delivery_ambiguous",
+            EvidenceKind::WakeOverflow => "wake_overflow",
+            EvidenceKind::WakeFailed => "wake_failed",
+            EvidenceKind::TurnFailed => "turn_failed",
+            EvidenceKind::Source(kind) => kind,
+        }
+    }
+
+    /// The kind a stored name stands for: one of the plane's, else a source's.
+    pub fn parse(name: &str) -> EvidenceKind {
+        EvidenceKind::NAMED
+            .into_iter()
+            .find(|k| k.as_str() == name)
+            .unwrap_or_else(|| EvidenceKind::Source(name.to_string()))
+    }
+}
+
 /// A Task as read from the store.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TaskRecord {
@@ -242,6 +459,15 @@ pub struct TaskRecord {
     pub history: Vec<MessageRecord>,
     /// Empty unless the read asked for artifacts.
     pub artifacts: Vec<ArtifactRecord>,
+}
+
+impl TaskRecord {
+    /// The Task waits for its caller: interrupted (INPUT_REQUIRED or AUTH_REQUIRED) with
+    /// an input request nobody has answered. Only a continuation moves it on; the agent is
+    /// not offered it meanwhile.
+    pub fn awaits_caller(&self) -> bool {
+        self.state.is_interrupted() && self.input_request_open
+    }
 }
 
 /// A native object locator: identifier keys, opaque values.

@@ -1,7 +1,9 @@
 //! The durable wake queue and turn authority.
 //!
 //! The claims in the store are the durable queue; this is its admission and the single
-//! active turn. At most [`MAX_WAITING`] wakes wait behind the offered or active turn;
+//! active turn. What the queue records as it goes (a delivery, giving an activation up,
+//! unhealthy evidence, what to replay at startup) are plane rules, in `plane::wakes`; the
+//! queue calls them and holds no durable state of its own. At most [`MAX_WAITING`] wakes wait behind the offered or active turn;
 //! overflow is logged (`a2a_wake_overflow`) and recorded as WAKE_FAILED with unhealthy
 //! evidence. Delivering a wake makes the Task WORKING and records WOKEN / WAKE_DELIVERED n
 //! (one transaction) immediately before the driver prompts that Task's session; from then
@@ -28,7 +30,7 @@ use serde_json::json;
 
 use crate::events::Accepted;
 use crate::plane::{Delivery, PlaneError, TaskPlane};
-use crate::store::StoreError;
+use crate::record::EvidenceKind;
 
 /// Wakes that may wait behind the offered or active turn.
 pub const MAX_WAITING: usize = 128;
@@ -340,7 +342,7 @@ impl WakeQueue {
             if let Err(err) = self.inner.plane.fail_wake(
                 &accepted.activation_id,
                 &accepted.task_id,
-                "wake_overflow",
+                EvidenceKind::WakeOverflow,
                 &reason,
                 &overflow_message(),
             ) {
@@ -357,7 +359,7 @@ impl WakeQueue {
     /// is logged, never fatal: the note only explains.
     fn note(&self, task_id: &str, text: &str) {
         if let Err(err) = self.inner.plane.note_status(task_id, text) {
-            if !matches!(err, PlaneError::Store(StoreError::Closed)) {
+            if !err.is_closed() {
                 crate::log::warn(
                     "a2a_status_note_failed",
                     json!({ "taskId": task_id, "error": err.to_string() }),
@@ -486,7 +488,7 @@ impl WakeQueue {
                 After::Done(Some(wake))
             }
             Ok(Delivery::Skipped(_)) => After::Again,
-            Err(PlaneError::Store(StoreError::Closed)) => After::Done(None),
+            Err(err) if err.is_closed() => After::Done(None),
             Err(PlaneError::Store(err)) => {
                 // Transient: put it back and retry after a capped exponential backoff.
                 crate::log::warn(
@@ -650,7 +652,12 @@ impl WakeQueue {
                         "the task's session failed {} turns in a row (last: {reason}); it is offered again after a restart",
                         pending.failures
                     );
-                    plane.record_unhealthy(&activation_id, &task, "turn_failed", &evidence)?;
+                    plane.record_unhealthy(
+                        &activation_id,
+                        &task,
+                        EvidenceKind::TurnFailed,
+                        &evidence,
+                    )?;
                     self.note(&task, &turns_exhausted_message(&reason, pending.failures));
                     false
                 } else {
@@ -681,7 +688,7 @@ impl WakeQueue {
             TurnOutcome::Ended => {
                 let settled = plane
                     .task(&task, Some(0), false)?
-                    .is_none_or(|t| t.state.is_terminal() || t.state.is_interrupted());
+                    .is_none_or(|t| t.state.is_settled());
                 if settled {
                     false
                 } else if delivery >= MAX_DELIVERIES {
@@ -696,7 +703,7 @@ impl WakeQueue {
                     plane.fail_wake(
                         &activation_id,
                         &task,
-                        "wake_failed",
+                        EvidenceKind::WakeFailed,
                         &reason,
                         &unsettled_failure_message(delivery, pending.last_error.as_ref()),
                     )?;

@@ -655,14 +655,14 @@ fn identifiers_follow_one_strict_pattern_and_errors_name_the_field() {
     ];
     for (activation, field) in cases {
         match plane.accept(activation) {
-            Err(PlaneError::Invalid { field: f, message }) => assert_eq!(f, field, "{message}"),
+            Err(PlaneError::Invalid(e)) => assert_eq!(e.field, field, "{}", e.message),
             other => panic!("expected an error naming {field}, got {other:?}"),
         }
     }
     let mut long_locator = native("team", SLACK, "ev", None, "x");
     long_locator.locator.insert("raw".into(), "x".repeat(4097));
     assert!(
-        matches!(plane.accept(long_locator), Err(PlaneError::Invalid { field, .. }) if field == "locator.raw")
+        matches!(plane.accept(long_locator), Err(PlaneError::Invalid(e)) if e.field == "locator.raw")
     );
     let unregistered = plane
         .accept(native("team", "discord", "ev", None, "x"))
@@ -674,9 +674,7 @@ fn identifiers_follow_one_strict_pattern_and_errors_name_the_field() {
     let bad_message_id = plane
         .accept_in_context("alice", None, user("has space", "x"), vec![])
         .unwrap_err();
-    assert!(
-        matches!(bad_message_id, PlaneError::Invalid { field, .. } if field == "message.messageId")
-    );
+    assert!(matches!(bad_message_id, PlaneError::Invalid(ref e) if e.field == "message.messageId"));
     assert!(a2a_task_plane::ids::check_identifier("x", &"a".repeat(128)).is_ok());
     assert!(a2a_task_plane::ids::check_identifier("x", "A-1.b_c:d").is_ok());
 }

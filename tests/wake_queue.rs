@@ -457,7 +457,7 @@ fn outputs_are_declared_workflow_outputs_recorded_as_typed_artifacts() {
         .record_output(&task, "pull-request", json!("not an object"))
         .unwrap_err();
     assert!(
-        matches!(err, PlaneError::Invalid { ref field, .. } if field == "value"),
+        matches!(err, PlaneError::Invalid(ref e) if e.field == "value"),
         "{err}"
     );
     agent
@@ -548,7 +548,7 @@ fn require_input_sends_an_elicitation_part_only_when_activated_and_checks_the_an
             Some(json!({"type": "object", "properties": {"x": {"type": "array"}}})),
         );
         assert!(
-            matches!(bad, Err(PlaneError::Invalid { ref field, .. }) if field == "requestedSchema.properties.x.type")
+            matches!(bad, Err(PlaneError::Invalid(ref e)) if e.field == "requestedSchema.properties.x.type")
         );
         agent
             .require_input(task, "which color?", Some(schema.clone()))
@@ -596,7 +596,7 @@ fn require_input_sends_an_elicitation_part_only_when_activated_and_checks_the_an
         )
         .unwrap_err();
     assert!(
-        matches!(err, PlaneError::Invalid { ref field, .. } if field == "message.parts[0].data.content.color"),
+        matches!(err, PlaneError::Invalid(ref e) if e.field == "message.parts[0].data.content.color"),
         "{err}"
     );
     assert_eq!(

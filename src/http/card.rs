@@ -64,7 +64,7 @@ pub fn build(config: &ListenerConfig, interface_url: &str, started_ms: i64) -> C
     let card: AgentCard =
         serde_json::from_value(card).expect("the agent card matches the wire model");
     let body = Bytes::from(crate::wire::json::encode(&card));
-    let etag = format!("\"{}\"", &crate::plane::content_address(&body)[7..23]);
+    let etag = format!("\"{}\"", &crate::digest::content_address(&body)[7..23]);
     let last_modified = chrono::DateTime::from_timestamp_millis(started_ms)
         .unwrap_or_default()
         .format("%a, %d %b %Y %H:%M:%S GMT")

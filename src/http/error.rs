@@ -1,13 +1,13 @@
 //! A2A errors over HTTP: every error body is the wrapped `google.rpc.Status`
-//! (`{"error": {code, status, message, details: [ErrorInfo, BadRequest?]}}`), and every
-//! plane error maps to its A2A reason here and only here.
+//! (`{"error": {code, status, message, details: [ErrorInfo, BadRequest?]}}`). A plane
+//! error's A2A reason is its own ([`PlaneError::reason`]); here it gets its HTTP status.
 
 use bytes::Bytes;
 use hyper::StatusCode;
 use serde_json::{json, Value};
 
+use crate::field_error::FieldError;
 use crate::plane::PlaneError;
-use crate::store::StoreError;
 use crate::wire::json::WireError;
 
 /// The ErrorInfo domain of A2A errors.
@@ -20,8 +20,8 @@ pub struct ApiError {
     /// The ErrorInfo reason (`TASK_NOT_FOUND`, `INVALID_ARGUMENT`, ...).
     pub reason: &'static str,
     pub message: String,
-    /// A `BadRequest` field violation: (field, description).
-    pub field: Option<(String, String)>,
+    /// A `BadRequest` field violation.
+    pub field: Option<FieldError>,
     /// ErrorInfo metadata (string values only).
     pub metadata: Vec<(&'static str, String)>,
 }
@@ -39,19 +39,7 @@ impl ApiError {
 
     /// 400 INVALID_ARGUMENT naming `field`.
     pub fn invalid(field: impl Into<String>, message: impl Into<String>) -> Self {
-        let (field, message) = (field.into(), message.into());
-        ApiError {
-            field: Some((field.clone(), message.clone())),
-            ..ApiError::new(
-                StatusCode::BAD_REQUEST,
-                "INVALID_ARGUMENT",
-                if field.is_empty() {
-                    message
-                } else {
-                    format!("invalid `{field}`: {message}")
-                },
-            )
-        }
+        ApiError::from(FieldError::new(field, message))
     }
 
     pub fn with_metadata(mut self, key: &'static str, value: impl Into<String>) -> Self {
@@ -123,10 +111,10 @@ impl ApiError {
             );
         }
         let mut details = vec![info];
-        if let Some((field, description)) = &self.field {
+        if let Some(violation) = &self.field {
             details.push(json!({
                 "@type": "type.googleapis.com/google.rpc.BadRequest",
-                "fieldViolations": [{ "field": field, "description": description }],
+                "fieldViolations": [{ "field": violation.field, "description": violation.message }],
             }));
         }
         let body = json!({
@@ -141,11 +129,20 @@ impl ApiError {
     }
 }
 
+impl From<FieldError> for ApiError {
+    fn from(err: FieldError) -> Self {
+        ApiError {
+            field: Some(err.clone()),
+            ..ApiError::new(StatusCode::BAD_REQUEST, "INVALID_ARGUMENT", err.to_string())
+        }
+    }
+}
+
 impl From<WireError> for ApiError {
     fn from(err: WireError) -> Self {
         let message = err.to_string();
         ApiError {
-            field: Some((err.field.clone(), err.message.clone())),
+            field: Some(err.error),
             ..ApiError::new(StatusCode::BAD_REQUEST, "INVALID_ARGUMENT", message)
         }
     }
@@ -153,47 +150,34 @@ impl From<WireError> for ApiError {
 
 impl From<PlaneError> for ApiError {
     fn from(err: PlaneError) -> Self {
-        let message = err.to_string();
+        let reason = err.reason();
+        let status = match &err {
+            PlaneError::TaskNotFound(_) | PlaneError::ContextNotFound(_) => StatusCode::NOT_FOUND,
+            PlaneError::DuplicateMessageId { .. } => StatusCode::CONFLICT,
+            PlaneError::Store(_) if reason == "UNAVAILABLE" => StatusCode::SERVICE_UNAVAILABLE,
+            PlaneError::Store(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            _ => StatusCode::BAD_REQUEST,
+        };
+        let message = if err.is_closed() {
+            "the task plane is shutting down; retry".to_string()
+        } else if status == StatusCode::INTERNAL_SERVER_ERROR {
+            format!("the task plane failed; nothing was recorded for this request: {err}")
+        } else {
+            err.to_string()
+        };
         match err {
-            PlaneError::Invalid { field, message } => ApiError::invalid(field, message),
-            PlaneError::TaskNotFound(id) => ApiError::task_not_found(&id),
-            PlaneError::ContextNotFound(_) => {
-                ApiError::new(StatusCode::NOT_FOUND, "NOT_FOUND", message)
+            PlaneError::Invalid(field) => ApiError::from(field),
+            PlaneError::ContextMismatch { .. } => ApiError::invalid("message.contextId", message),
+            PlaneError::TaskNotFound(task_id)
+            | PlaneError::TaskTerminal { task_id, .. }
+            | PlaneError::NotCancelable { task_id, .. }
+            | PlaneError::NotAwaitingInput { task_id, .. } => {
+                ApiError::new(status, reason, message).with_metadata("taskId", task_id)
             }
             PlaneError::DuplicateMessageId { message_id } => {
-                ApiError::new(StatusCode::CONFLICT, "DUPLICATE_MESSAGE_ID", message)
-                    .with_metadata("messageId", message_id)
+                ApiError::new(status, reason, message).with_metadata("messageId", message_id)
             }
-            PlaneError::TaskTerminal { task_id, .. } => {
-                ApiError::unsupported(message).with_metadata("taskId", task_id)
-            }
-            PlaneError::NotCancelable { task_id, .. } => {
-                ApiError::new(StatusCode::BAD_REQUEST, "TASK_NOT_CANCELABLE", message)
-                    .with_metadata("taskId", task_id)
-            }
-            PlaneError::NotAwaitingInput { task_id, .. } => {
-                ApiError::unsupported(message).with_metadata("taskId", task_id)
-            }
-            PlaneError::ContextMismatch { .. } => ApiError::invalid("message.contextId", message),
-            PlaneError::UnknownSource(_)
-            | PlaneError::FailedPrecondition(_)
-            | PlaneError::DeliveryConflict(_) => {
-                ApiError::new(StatusCode::BAD_REQUEST, "FAILED_PRECONDITION", message)
-            }
-            // Retryable: the write succeeds once space is freed.
-            PlaneError::Store(StoreError::Full(_)) => {
-                ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "UNAVAILABLE", message)
-            }
-            PlaneError::Store(StoreError::Closed) => ApiError::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "UNAVAILABLE",
-                "the task plane is shutting down; retry",
-            ),
-            PlaneError::Store(_) => ApiError::new(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "INTERNAL",
-                format!("the task plane failed; nothing was recorded for this request: {message}"),
-            ),
+            _ => ApiError::new(status, reason, message),
         }
     }
 }

@@ -11,7 +11,6 @@ use super::project::task_snapshot;
 use super::task_stream::{stream_task, wait_settled};
 use super::{json_response, negotiate, sse, Body, Ctx};
 use crate::plane::{Acceptance, Inbound};
-use crate::record::Role;
 use crate::wire::{
     self, send_message_response, stream_response, SendMessageRequest, SendMessageResponse,
     StreamResponse,
@@ -59,14 +58,9 @@ async fn accept(ctx: &Ctx, request: &SendMessageRequest) -> Result<Acceptance, A
         .message
         .clone()
         .ok_or_else(|| ApiError::invalid("message", "is required"))?;
-    let (record, context_id, task_id) = wire::convert::message_from_wire(message)
-        .map_err(|e| ApiError::invalid(format!("message.{}", e.field), e.message))?;
-    if record.role != Role::User {
-        return Err(ApiError::invalid(
-            "message.role",
-            "a client's message is ROLE_USER",
-        ));
-    }
+    // The plane checks the rest (its role included) before anything is accepted.
+    let (record, context_id, task_id) =
+        wire::convert::message_from_wire(message).map_err(|e| e.within("message"))?;
     let inbound = Inbound {
         principal: ctx.principal.clone(),
         context_id,

@@ -2,12 +2,12 @@
 //! and the caller's cancel. Turn authority (which Task the agent may touch now) is checked
 //! by the wake queue before these are called; the state rules are here.
 
-use rusqlite::Connection;
-
-use super::rows::{self, TaskRow};
 use super::{PlaneError, Published, TaskPlane};
 use crate::events::TaskEvent;
-use crate::record::{ArtifactRecord, Continuation, MessageRecord, TaskRecord, TaskState};
+use crate::field_error::FieldError;
+use crate::record::{ArtifactRecord, Continuation, MessageRecord, Role, TaskRecord, TaskState};
+use crate::store::tasks::{self, InputRequest, TaskRow};
+use crate::store::Connection;
 
 /// Which interrupted state a request for input puts the Task in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -16,7 +16,7 @@ pub enum InterruptKind {
     AuthRequired,
 }
 
-fn status(
+pub(super) fn status(
     task: &TaskRow,
     state: TaskState,
     message: Option<&MessageRecord>,
@@ -40,7 +40,7 @@ fn artifact_event(task: &TaskRow, artifact: &ArtifactRecord) -> Published {
 }
 
 fn live_task(conn: &Connection, task_id: &str) -> Result<TaskRow, PlaneError> {
-    let task = rows::task_by_id(conn, task_id)?
+    let task = tasks::by_id(conn, task_id)?
         .ok_or_else(|| PlaneError::TaskNotFound(task_id.to_string()))?;
     if task.record.state.is_terminal() {
         return Err(PlaneError::TaskTerminal {
@@ -52,21 +52,15 @@ fn live_task(conn: &Connection, task_id: &str) -> Result<TaskRow, PlaneError> {
 }
 
 fn agent_message(message: &MessageRecord) -> Result<(), PlaneError> {
-    if message.role != crate::record::Role::Agent || message.parts.is_empty() {
-        return Err(PlaneError::Invalid {
-            field: "message".into(),
-            message: "must be an agent message with at least one part".into(),
-        });
-    }
-    Ok(())
+    super::inbound::check_content(message, Role::Agent, "message")
 }
 
 fn artifact_ok(artifact: &ArtifactRecord) -> Result<(), PlaneError> {
     if artifact.artifact_id.is_empty() || artifact.parts.is_empty() {
-        return Err(PlaneError::Invalid {
-            field: "artifact".into(),
-            message: "needs an artifactId and at least one part".into(),
-        });
+        return Err(PlaneError::Invalid(FieldError::new(
+            "artifact",
+            "needs an artifactId and at least one part",
+        )));
     }
     Ok(())
 }
@@ -82,7 +76,14 @@ impl TaskPlane {
             match task.record.state {
                 TaskState::Working => Ok((TaskState::Working, vec![])),
                 TaskState::Submitted => {
-                    rows::set_status(tx.conn(), task.seq, TaskState::Working, None, now, None)?;
+                    tasks::set_status(
+                        tx.conn(),
+                        task.seq,
+                        TaskState::Working,
+                        None,
+                        now,
+                        InputRequest::Unchanged,
+                    )?;
                     Ok((
                         TaskState::Working,
                         vec![status(&task, TaskState::Working, None, now)],
@@ -109,12 +110,7 @@ impl TaskPlane {
         input_schema: Option<serde_json::Value>,
     ) -> Result<(), PlaneError> {
         if let Some(schema) = &input_schema {
-            crate::tools::elicitation::check_requested_schema(schema).map_err(|m| {
-                PlaneError::Invalid {
-                    field: m.field,
-                    message: m.message,
-                }
-            })?;
+            crate::elicitation::check_requested_schema(schema)?;
         }
         agent_message(&question)?;
         let task_id = task_id.to_string();
@@ -131,11 +127,15 @@ impl TaskPlane {
                 InterruptKind::InputRequired => TaskState::InputRequired,
                 InterruptKind::AuthRequired => TaskState::AuthRequired,
             };
-            rows::append_history(tx.conn(), &task, &question)?;
-            rows::set_status(tx.conn(), task.seq, state, Some(&question), now, Some(true))?;
-            tx.conn()
-                .prepare_cached("UPDATE tasks SET input_schema = ?2 WHERE seq = ?1")?
-                .execute(rusqlite::params![task.seq, input_schema.as_ref().map(|s| s.to_string())])?;
+            tasks::append_history(tx.conn(), &task, &question)?;
+            tasks::set_status(
+                tx.conn(),
+                task.seq,
+                state,
+                Some(&question),
+                now,
+                InputRequest::Open(input_schema.as_ref()),
+            )?;
             Ok(((), vec![status(&task, state, Some(&question), now)]))
         })
     }
@@ -156,7 +156,7 @@ impl TaskPlane {
                     task.record.state.as_str()
                 )));
             }
-            rows::append_artifact(tx.conn(), &task, &artifact)?;
+            tasks::append_artifact(tx.conn(), &task, &artifact)?;
             Ok(((), vec![artifact_event(&task, &artifact)]))
         })
     }
@@ -178,20 +178,20 @@ impl TaskPlane {
             let mut task = live_task(tx.conn(), &task_id)?;
             let mut published = Vec::with_capacity(artifacts.len() + 1);
             for artifact in &artifacts {
-                rows::append_artifact(tx.conn(), &task, artifact)?;
+                tasks::append_artifact(tx.conn(), &task, artifact)?;
                 task.artifact_len += 1;
                 published.push(artifact_event(&task, artifact));
             }
             if let Some(message) = &message {
-                rows::append_history(tx.conn(), &task, message)?;
+                tasks::append_history(tx.conn(), &task, message)?;
             }
-            rows::set_status(
+            tasks::set_status(
                 tx.conn(),
                 task.seq,
                 TaskState::Completed,
                 message.as_ref(),
                 now,
-                Some(false),
+                InputRequest::Closed,
             )?;
             published.push(status(&task, TaskState::Completed, message.as_ref(), now));
             Ok(((), published))
@@ -206,18 +206,25 @@ impl TaskPlane {
         reason: MessageRecord,
     ) -> Result<(), PlaneError> {
         if !matches!(state, TaskState::Rejected | TaskState::Failed) {
-            return Err(PlaneError::Invalid {
-                field: "state".into(),
-                message: "must be rejected or failed".into(),
-            });
+            return Err(PlaneError::Invalid(FieldError::new(
+                "state",
+                "must be rejected or failed",
+            )));
         }
         agent_message(&reason)?;
         let task_id = task_id.to_string();
         let now = self.now();
         self.write_publishing(move |tx| {
             let task = live_task(tx.conn(), &task_id)?;
-            rows::append_history(tx.conn(), &task, &reason)?;
-            rows::set_status(tx.conn(), task.seq, state, Some(&reason), now, Some(false))?;
+            tasks::append_history(tx.conn(), &task, &reason)?;
+            tasks::set_status(
+                tx.conn(),
+                task.seq,
+                state,
+                Some(&reason),
+                now,
+                InputRequest::Closed,
+            )?;
             Ok(((), vec![status(&task, state, Some(&reason), now)]))
         })
     }
@@ -232,14 +239,21 @@ impl TaskPlane {
         let task_id = task_id.to_string();
         let now = self.now();
         self.write_publishing(move |tx| {
-            let Some(task) = rows::task_by_id(tx.conn(), &task_id)? else {
+            let Some(task) = tasks::by_id(tx.conn(), &task_id)? else {
                 return Ok((false, vec![]));
             };
             let state = task.record.state;
             if !matches!(state, TaskState::Submitted | TaskState::Working) {
                 return Ok((false, vec![]));
             }
-            rows::set_status(tx.conn(), task.seq, state, Some(&message), now, None)?;
+            tasks::set_status(
+                tx.conn(),
+                task.seq,
+                state,
+                Some(&message),
+                now,
+                InputRequest::Unchanged,
+            )?;
             Ok((true, vec![status(&task, state, Some(&message), now)]))
         })
     }
@@ -249,7 +263,7 @@ impl TaskPlane {
         let (principal, task_id) = (principal.to_string(), task_id.to_string());
         let now = self.now();
         self.write_publishing(move |tx| {
-            let task = rows::owned_task(tx.conn(), &principal, &task_id)?
+            let task = tasks::owned(tx.conn(), &principal, &task_id)?
                 .ok_or_else(|| PlaneError::TaskNotFound(task_id.clone()))?;
             if task.record.state.is_terminal() {
                 return Err(PlaneError::NotCancelable {
@@ -257,13 +271,13 @@ impl TaskPlane {
                     state: task.record.state,
                 });
             }
-            rows::set_status(
+            tasks::set_status(
                 tx.conn(),
                 task.seq,
                 TaskState::Canceled,
                 None,
                 now,
-                Some(false),
+                InputRequest::Closed,
             )?;
             let published = vec![status(&task, TaskState::Canceled, None, now)];
             let mut record = task.record;
@@ -272,198 +286,6 @@ impl TaskPlane {
             record.status_ms = now;
             record.input_request_open = false;
             Ok((record, published))
-        })
-    }
-}
-
-/// Unhealthy evidence about an activation of a Task.
-fn unhealthy_wake_evidence(
-    conn: &Connection,
-    kind: &str,
-    activation_id: &str,
-    task_id: &str,
-    reason: &str,
-    now: i64,
-) -> Result<(), PlaneError> {
-    rows::insert_evidence(
-        conn,
-        kind,
-        false,
-        Some(task_id),
-        Some(activation_id),
-        &serde_json::json!({ "activationId": activation_id }),
-        &serde_json::json!({ "kind": kind, "activationId": activation_id, "taskId": task_id, "reason": reason, "at": now }),
-        now,
-    )?;
-    Ok(())
-}
-
-/// What delivering a wake did.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Delivery {
-    /// The Task is WORKING and this is delivery `n` of the activation.
-    Delivered { delivery: i64 },
-    /// Nothing to deliver any more (the Task settled or was canceled meanwhile, or the
-    /// activation is no longer live); the reason says which.
-    Skipped(String),
-}
-
-impl TaskPlane {
-    /// Delivers a wake: the Task becomes WORKING, and the claim records WOKEN (on its first
-    /// delivery) and WAKE_DELIVERED n — one transaction, immediately before the agent is
-    /// prompted. A canceled (terminal) Task is skipped: cancel wins over a wake.
-    pub fn deliver_wake(&self, activation_id: &str, task_id: &str) -> Result<Delivery, PlaneError> {
-        let (activation_id, task_id) = (activation_id.to_string(), task_id.to_string());
-        let now = self.now();
-        self.write_publishing(move |tx| {
-            let conn = tx.conn();
-            let claim: Option<(String, i64)> = rusqlite::OptionalExtension::optional(
-                conn.prepare_cached("SELECT state, deliveries FROM claims WHERE activation_id = ?1 AND task_id = ?2")?
-                    .query_row([&activation_id, &task_id], |r| Ok((r.get(0)?, r.get(1)?))),
-            )?;
-            let Some((claim_state, deliveries)) = claim else {
-                return Ok((Delivery::Skipped(format!("activation {activation_id} has no claim for task {task_id}")), vec![]));
-            };
-            if claim_state != "ACCEPTED" && claim_state != "WOKEN" {
-                return Ok((Delivery::Skipped(format!("activation {activation_id} is {claim_state}")), vec![]));
-            }
-            let Some(task) = rows::task_by_id(conn, &task_id)? else {
-                return Ok((Delivery::Skipped(format!("task {task_id} is gone")), vec![]));
-            };
-            let state = task.record.state;
-            if state.is_terminal() {
-                return Ok((Delivery::Skipped(format!("task {task_id} is {}", state.as_str())), vec![]));
-            }
-            if state.is_interrupted() && task.record.input_request_open {
-                return Ok((Delivery::Skipped(format!("task {task_id} waits for its caller")), vec![]));
-            }
-            let mut published = vec![];
-            // WORKING, and no stale note (why an earlier turn failed, why it waited).
-            if state != TaskState::Working || task.record.status_message.is_some() {
-                rows::set_status(conn, task.seq, TaskState::Working, None, now, None)?;
-                published.push(status(&task, TaskState::Working, None, now));
-            }
-            let n = deliveries + 1;
-            conn.prepare_cached("UPDATE claims SET deliveries = ?2 WHERE activation_id = ?1")?
-                .execute(rusqlite::params![activation_id, n])?;
-            if claim_state == "ACCEPTED" {
-                rows::push_claim_state(conn, &activation_id, "WOKEN", None, None, now)?;
-            }
-            rows::append_claim_record(conn, &activation_id, "WAKE_DELIVERED", Some(n), None, now)?;
-            Ok((Delivery::Delivered { delivery: n }, published))
-        })
-    }
-
-    /// Gives up on an activation: WAKE_FAILED plus unhealthy evidence with `reason`. Startup
-    /// does not resurrect it. When it is the Task's newest activation and the Task is not
-    /// settled, the Task becomes FAILED with `caller_message` (why, and what the caller can
-    /// do) as its status message, so callers waiting on it (blocking sends, streams) are
-    /// answered instead of waiting forever.
-    pub fn fail_wake(
-        &self,
-        activation_id: &str,
-        task_id: &str,
-        kind: &str,
-        reason: &str,
-        caller_message: &str,
-    ) -> Result<(), PlaneError> {
-        let (activation_id, task_id, kind, reason, caller_message) = (
-            activation_id.to_string(),
-            task_id.to_string(),
-            kind.to_string(),
-            reason.to_string(),
-            caller_message.to_string(),
-        );
-        let now = self.now();
-        self.write_publishing(move |tx| {
-            let conn = tx.conn();
-            rows::push_claim_state(
-                conn,
-                &activation_id,
-                "WAKE_FAILED",
-                None,
-                Some(&reason),
-                now,
-            )?;
-            unhealthy_wake_evidence(conn, &kind, &activation_id, &task_id, &reason, now)?;
-            let newest: Option<String> = conn
-                .prepare_cached("SELECT MAX(activation_id) FROM claims WHERE task_id = ?1")?
-                .query_row([&task_id], |r| r.get(0))?;
-            let mut published = vec![];
-            if let Some(task) = rows::task_by_id(conn, &task_id)? {
-                let waiting_for_caller =
-                    task.record.state.is_interrupted() && task.record.input_request_open;
-                if newest.as_deref() == Some(activation_id.as_str())
-                    && !task.record.state.is_terminal()
-                    && !waiting_for_caller
-                {
-                    let message =
-                        MessageRecord::agent(vec![crate::record::PartRecord::text(caller_message)]);
-                    rows::append_history(conn, &task, &message)?;
-                    rows::set_status(
-                        conn,
-                        task.seq,
-                        TaskState::Failed,
-                        Some(&message),
-                        now,
-                        Some(false),
-                    )?;
-                    published.push(status(&task, TaskState::Failed, Some(&message), now));
-                }
-            }
-            Ok(((), published))
-        })
-    }
-
-    /// Records unhealthy evidence about an activation without changing its state (it stays
-    /// replayable after a restart).
-    pub fn record_unhealthy(
-        &self,
-        activation_id: &str,
-        task_id: &str,
-        kind: &str,
-        reason: &str,
-    ) -> Result<(), PlaneError> {
-        let (activation_id, task_id, kind, reason) = (
-            activation_id.to_string(),
-            task_id.to_string(),
-            kind.to_string(),
-            reason.to_string(),
-        );
-        let now = self.now();
-        self.write(move |tx| {
-            unhealthy_wake_evidence(tx.conn(), &kind, &activation_id, &task_id, &reason, now)?;
-            Ok(())
-        })
-    }
-
-    /// The activations startup may offer, oldest first: for each non-terminal Task, its
-    /// newest activation when that one is ACCEPTED or WOKEN and the Task is not waiting
-    /// for its caller (an unanswered INPUT_REQUIRED/AUTH_REQUIRED Task waits for a newer
-    /// continuation).
-    pub fn wakes_to_replay(&self) -> Result<Vec<crate::events::Accepted>, PlaneError> {
-        self.read(|conn| {
-            let mut stmt = conn.prepare(&format!(
-                // From the live Tasks (an index range), each one's newest claim: the cost
-                // follows the open work, not every claim ever kept.
-                "SELECT c.activation_id, c.task_id, c.context_id FROM tasks t JOIN claims c \
-                 ON c.activation_id = (SELECT MAX(c2.activation_id) FROM claims c2 WHERE c2.task_id = t.task_id) \
-                 WHERE t.state IN {} \
-                 AND c.state IN ('ACCEPTED', 'WOKEN') \
-                 AND NOT (t.state IN ('input_required', 'auth_required') AND t.input_request_open = 1) \
-                 ORDER BY c.activation_id",
-                rows::live_states_sql()
-            ))?;
-            let rows = stmt
-                .query_map([], |r| {
-                    Ok(crate::events::Accepted {
-                        activation_id: r.get(0)?,
-                        task_id: r.get(1)?,
-                        context_id: r.get(2)?,
-                    })
-                })?
-                .collect::<Result<Vec<_>, _>>()?;
-            Ok(rows)
         })
     }
 }

@@ -14,44 +14,14 @@
 use std::collections::HashSet;
 use std::sync::{Condvar, Mutex};
 
-use rusqlite::{params, OptionalExtension};
 use serde_json::json;
 
-use super::rows;
 use super::{PlaneError, TaskPlane};
+use crate::field_error::FieldError;
 use crate::ids::check_identifier;
-
-/// How a delivery found in `sending` after a crash is recovered (the source's Delivery
-/// recovery column).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Recovery {
-    /// The provider deduplicates on the operation id: resending is safe.
-    IdempotencyKey,
-    /// The provider can be asked whether the mutation happened (needs a reconciler).
-    Lookup,
-    /// Neither: mark ambiguous, record evidence, report unhealthy.
-    Ambiguous,
-}
-
-impl Recovery {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Recovery::IdempotencyKey => "idempotency_key",
-            Recovery::Lookup => "lookup",
-            Recovery::Ambiguous => "ambiguous",
-        }
-    }
-
-    pub fn parse(name: &str) -> Option<Recovery> {
-        [
-            Recovery::IdempotencyKey,
-            Recovery::Lookup,
-            Recovery::Ambiguous,
-        ]
-        .into_iter()
-        .find(|r| r.as_str() == name)
-    }
-}
+use crate::record::{DeliveryState, EvidenceKind, Recovery};
+use crate::store::deliveries::{self, NewDelivery, StoredDelivery};
+use crate::store::evidence::{self, NewEvidence};
 
 /// One response to deliver.
 #[derive(Debug, Clone)]
@@ -162,24 +132,16 @@ pub enum DeliveryStart {
     Finished(DeliveryOutcome),
 }
 
-/// The stored state of a delivery.
-#[derive(Debug, Clone)]
-struct Row {
-    state: String,
-    provider_response_id: Option<String>,
-    detail: Option<String>,
-}
-
 fn check_request(request: &DeliveryRequest) -> Result<(), PlaneError> {
     check_identifier("deliveryId", &request.delivery_id)?;
     check_identifier("principal", &request.principal)?;
     check_identifier("source", &request.source)?;
     check_identifier("operationId", &request.operation_id)?;
-    if !is_content_address(&request.payload_digest) {
-        return Err(PlaneError::Invalid {
-            field: "payloadDigest".into(),
-            message: "must be sha256:<64 lowercase hex digits>".into(),
-        });
+    if !crate::digest::is_content_address(&request.payload_digest) {
+        return Err(PlaneError::Invalid(FieldError::new(
+            "payloadDigest",
+            "must be sha256:<64 lowercase hex digits>",
+        )));
     }
     Ok(())
 }
@@ -243,19 +205,19 @@ impl TaskPlane {
         can_look_up: bool,
     ) -> Result<DeliveryStart, PlaneError> {
         let row = self.prepare_delivery(request)?;
-        match row.state.as_str() {
-            "delivered" => {
+        match row.state {
+            DeliveryState::Delivered => {
                 return Ok(DeliveryStart::Finished(DeliveryOutcome::Delivered {
                     provider_response_id: row.provider_response_id.unwrap_or_default(),
                     sent_now: false,
                 }))
             }
-            "ambiguous" => {
+            DeliveryState::Ambiguous => {
                 return Ok(DeliveryStart::Finished(DeliveryOutcome::Ambiguous {
                     detail: row.detail.unwrap_or_default(),
                 }))
             }
-            "sending" => match request.recovery {
+            DeliveryState::Sending => match request.recovery {
                 Recovery::IdempotencyKey => {}
                 Recovery::Lookup if can_look_up => return Ok(DeliveryStart::Lookup),
                 Recovery::Lookup => {
@@ -276,9 +238,9 @@ impl TaskPlane {
                         .map(DeliveryStart::Finished)
                 }
             },
-            _ => {}
+            DeliveryState::Prepared | DeliveryState::Failed => {}
         }
-        self.set_delivery_state(request, "sending", None, None)?;
+        self.set_delivery_state(request, DeliveryState::Sending, None, None)?;
         Ok(DeliveryStart::Send)
     }
 
@@ -291,7 +253,12 @@ impl TaskPlane {
     ) -> Result<DeliveryStart, PlaneError> {
         let next = match found {
             Ok(Some(provider_response_id)) => self
-                .set_delivery_state(request, "delivered", Some(&provider_response_id), None)
+                .set_delivery_state(
+                    request,
+                    DeliveryState::Delivered,
+                    Some(&provider_response_id),
+                    None,
+                )
                 .map(|_| {
                     DeliveryStart::Finished(DeliveryOutcome::Delivered {
                         provider_response_id,
@@ -299,7 +266,7 @@ impl TaskPlane {
                     })
                 }),
             Ok(None) => self
-                .set_delivery_state(request, "sending", None, None)
+                .set_delivery_state(request, DeliveryState::Sending, None, None)
                 .map(|_| DeliveryStart::Send),
             Err(err) => self
                 .mark_ambiguous(request, &format!("the reconciler's lookup failed: {err}"))
@@ -325,13 +292,18 @@ impl TaskPlane {
         }
         let outcome = match result {
             Ok(provider_response_id) => self
-                .set_delivery_state(request, "delivered", Some(&provider_response_id), None)
+                .set_delivery_state(
+                    request,
+                    DeliveryState::Delivered,
+                    Some(&provider_response_id),
+                    None,
+                )
                 .map(|_| DeliveryOutcome::Delivered {
                     provider_response_id,
                     sent_now: true,
                 }),
             Err(SendFailure::NotSent(detail)) => self
-                .set_delivery_state(request, "failed", None, Some(&detail))
+                .set_delivery_state(request, DeliveryState::Failed, None, Some(&detail))
                 .map(|_| DeliveryOutcome::NotSent { detail }),
             Err(SendFailure::Unknown(detail)) => self.mark_ambiguous(request, &detail),
         };
@@ -340,17 +312,15 @@ impl TaskPlane {
     }
 
     /// Inserts the delivery as `prepared`, or checks a stored one carries the same payload.
-    fn prepare_delivery(&self, request: &DeliveryRequest) -> Result<Row, PlaneError> {
+    fn prepare_delivery(&self, request: &DeliveryRequest) -> Result<StoredDelivery, PlaneError> {
         let request = request.clone();
         let now = self.now();
         self.write(move |tx| {
             let conn = tx.conn();
-            let by_operation: Option<(String, String)> = conn
-                .prepare_cached("SELECT delivery_id, payload_digest FROM deliveries WHERE source = ?1 AND operation_id = ?2")?
-                .query_row(params![request.source, request.operation_id], |r| Ok((r.get(0)?, r.get(1)?)))
-                .optional()?;
-            if let Some((delivery_id, digest)) = &by_operation {
-                if *delivery_id != request.delivery_id || *digest != request.payload_digest {
+            if let Some((delivery_id, digest)) =
+                deliveries::by_operation(conn, &request.source, &request.operation_id)?
+            {
+                if delivery_id != request.delivery_id || digest != request.payload_digest {
                     return Err(PlaneError::DeliveryConflict(format!(
                         "operation id {} of source `{}` was already used for delivery {delivery_id} with payload {digest}; \
                          a reused operation id must carry the same payload",
@@ -358,48 +328,34 @@ impl TaskPlane {
                     )));
                 }
             }
-            let existing: Option<(String, Row)> = conn
-                .prepare_cached(
-                    "SELECT payload_digest, state, provider_response_id, detail FROM deliveries WHERE delivery_id = ?1",
-                )?
-                .query_row([&request.delivery_id], |r| {
-                    Ok((
-                        r.get(0)?,
-                        Row {
-                            state: r.get(1)?,
-                            provider_response_id: r.get(2)?,
-                            detail: r.get(3)?,
-                        },
-                    ))
-                })
-                .optional()?;
-            if let Some((digest, row)) = existing {
-                if digest != request.payload_digest {
+            if let Some(stored) = deliveries::by_id(conn, &request.delivery_id)? {
+                if stored.payload_digest != request.payload_digest {
                     return Err(PlaneError::DeliveryConflict(format!(
-                        "delivery {} was prepared with payload {digest}, not {}; a different response needs a new delivery id",
-                        request.delivery_id, request.payload_digest
+                        "delivery {} was prepared with payload {}, not {}; a different response needs a new delivery id",
+                        request.delivery_id, stored.payload_digest, request.payload_digest
                     )));
                 }
-                return Ok(row);
+                return Ok(stored);
             }
-            conn.prepare_cached(
-                "INSERT INTO deliveries (delivery_id, principal, source, task_id, operation_id, payload_digest, recovery, \
-                 state, created_ms, updated_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'prepared', ?8, ?8)",
-            )?
-            .execute(params![
-                request.delivery_id,
-                request.principal,
-                request.source,
-                request.task_id,
-                request.operation_id,
-                request.payload_digest,
-                request.recovery.as_str(),
-                now
-            ])?;
-            Ok(Row {
-                state: "prepared".into(),
+            deliveries::insert_prepared(
+                conn,
+                &NewDelivery {
+                    delivery_id: &request.delivery_id,
+                    principal: &request.principal,
+                    source: &request.source,
+                    task_id: request.task_id.as_deref(),
+                    operation_id: &request.operation_id,
+                    payload_digest: &request.payload_digest,
+                    recovery: request.recovery,
+                    now_ms: now,
+                },
+            )?;
+            Ok(StoredDelivery {
+                payload_digest: request.payload_digest,
+                state: DeliveryState::Prepared,
                 provider_response_id: None,
                 detail: None,
+                attempts: 0,
             })
         })
     }
@@ -407,7 +363,7 @@ impl TaskPlane {
     fn set_delivery_state(
         &self,
         request: &DeliveryRequest,
-        state: &'static str,
+        state: DeliveryState,
         provider_response_id: Option<&str>,
         detail: Option<&str>,
     ) -> Result<(), PlaneError> {
@@ -416,12 +372,14 @@ impl TaskPlane {
         let detail = detail.map(str::to_string);
         let now = self.now();
         self.write(move |tx| {
-            tx.conn()
-                .prepare_cached(
-                    "UPDATE deliveries SET state = ?2, provider_response_id = COALESCE(?3, provider_response_id), \
-                     detail = ?4, attempts = attempts + (?2 = 'sending'), updated_ms = ?5 WHERE delivery_id = ?1",
-                )?
-                .execute(params![delivery_id, state, provider_response_id, detail, now])?;
+            deliveries::set_state(
+                tx.conn(),
+                &delivery_id,
+                state,
+                provider_response_id.as_deref(),
+                detail.as_deref(),
+                now,
+            )?;
             Ok(())
         })
     }
@@ -436,24 +394,32 @@ impl TaskPlane {
         let now = self.now();
         self.write(move |tx| {
             let conn = tx.conn();
-            conn.prepare_cached("UPDATE deliveries SET state = 'ambiguous', detail = ?2, updated_ms = ?3 WHERE delivery_id = ?1")?
-                .execute(params![request.delivery_id, detail_text, now])?;
-            rows::insert_evidence(
+            deliveries::set_state(
                 conn,
-                "delivery_ambiguous",
-                false,
-                request.task_id.as_deref(),
+                &request.delivery_id,
+                DeliveryState::Ambiguous,
                 None,
-                &json!({ "deliveryId": request.delivery_id, "operationId": request.operation_id, "source": request.source }),
-                &json!({
-                    "kind": "delivery_ambiguous",
+                Some(&detail_text),
+                now,
+            )?;
+            evidence::insert(
+    conn,
+    &NewEvidence {
+        kind: &EvidenceKind::DeliveryAmbiguous,
+        healthy: false,
+        task_id: request.task_id.as_deref(),
+        activation_id: None,
+        locator: &json!({ "deliveryId": request.delivery_id, "operationId": request.operation_id, "source": request.source }),
+        content: &json!({
+                    "kind": EvidenceKind::DeliveryAmbiguous.as_str(),
                     "deliveryId": request.delivery_id,
                     "payloadDigest": request.payload_digest,
                     "detail": detail_text,
                     "at": now,
                 }),
-                now,
-            )?;
+        now_ms: now,
+    },
+)?;
             Ok(())
         })?;
         Ok(DeliveryOutcome::Ambiguous {
@@ -465,19 +431,8 @@ impl TaskPlane {
     /// `ambiguous`) and attempt count.
     pub fn delivery_state(&self, delivery_id: &str) -> Result<Option<(String, i64)>, PlaneError> {
         self.read(|conn| {
-            Ok(conn
-                .prepare_cached("SELECT state, attempts FROM deliveries WHERE delivery_id = ?1")?
-                .query_row([delivery_id], |r| Ok((r.get(0)?, r.get(1)?)))
-                .optional()?)
+            Ok(deliveries::by_id(conn, delivery_id)?
+                .map(|d| (d.state.as_str().to_string(), d.attempts)))
         })
     }
-}
-
-fn is_content_address(value: &str) -> bool {
-    value.strip_prefix("sha256:").is_some_and(|hex| {
-        hex.len() == 64
-            && hex
-                .bytes()
-                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
-    })
 }

@@ -1,16 +1,17 @@
-//! The plane's error enum: what a caller did wrong, or what the store could not do. The
-//! HTTP layer maps each variant to an A2A reason in one place.
+//! The plane's error enum: what a caller did wrong, or what the store could not do. Each
+//! variant's A2A reason (`TASK_NOT_FOUND`, ...) is given here, in [`PlaneError::reason`],
+//! and nowhere else: the HTTP layer adds the status code, the addon passes the reason on.
 
 use std::fmt;
 
-use crate::ids::InvalidIdentifier;
+use crate::field_error::FieldError;
 use crate::record::TaskState;
 use crate::store::StoreError;
 
 #[derive(Debug, Clone)]
 pub enum PlaneError {
     /// A field of the request is malformed.
-    Invalid { field: String, message: String },
+    Invalid(FieldError),
     /// The source has not registered with the plane.
     UnknownSource(String),
     /// No such Task for this principal (a foreign Task is reported the same way).
@@ -39,7 +40,7 @@ pub enum PlaneError {
 impl fmt::Display for PlaneError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            PlaneError::Invalid { field, message } => write!(f, "invalid `{field}`: {message}"),
+            PlaneError::Invalid(err) => err.fmt(f),
             PlaneError::UnknownSource(source) => write!(
                 f,
                 "source `{source}` is not registered with the task plane; register it with its continuation method first"
@@ -84,23 +85,38 @@ impl From<StoreError> for PlaneError {
     }
 }
 
-impl From<rusqlite::Error> for PlaneError {
-    fn from(err: rusqlite::Error) -> Self {
-        PlaneError::Store(StoreError::from(err))
+impl From<FieldError> for PlaneError {
+    fn from(err: FieldError) -> Self {
+        PlaneError::Invalid(err)
     }
 }
 
-impl From<serde_json::Error> for PlaneError {
-    fn from(err: serde_json::Error) -> Self {
-        PlaneError::Store(StoreError::from(err))
-    }
-}
-
-impl From<InvalidIdentifier> for PlaneError {
-    fn from(err: InvalidIdentifier) -> Self {
-        PlaneError::Invalid {
-            field: err.field,
-            message: err.message,
+impl PlaneError {
+    /// The A2A error reason of this error (the `ErrorInfo.reason` of the HTTP binding):
+    /// the one mapping from the plane's errors to the contract's reasons.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            PlaneError::Invalid(_) | PlaneError::ContextMismatch { .. } => "INVALID_ARGUMENT",
+            PlaneError::TaskNotFound(_) => "TASK_NOT_FOUND",
+            PlaneError::ContextNotFound(_) => "NOT_FOUND",
+            PlaneError::DuplicateMessageId { .. } => "DUPLICATE_MESSAGE_ID",
+            // A terminal Task, or one that does not wait for input, cannot take a message.
+            PlaneError::TaskTerminal { .. } | PlaneError::NotAwaitingInput { .. } => {
+                "UNSUPPORTED_OPERATION"
+            }
+            PlaneError::NotCancelable { .. } => "TASK_NOT_CANCELABLE",
+            PlaneError::UnknownSource(_)
+            | PlaneError::FailedPrecondition(_)
+            | PlaneError::DeliveryConflict(_) => "FAILED_PRECONDITION",
+            // Retryable: a full disk frees up, a closing plane reopens.
+            PlaneError::Store(StoreError::Full(_) | StoreError::Closed) => "UNAVAILABLE",
+            PlaneError::Store(_) => "INTERNAL",
         }
+    }
+
+    /// The store was closed (the plane is shutting down): nothing was recorded, and there
+    /// is nothing to report but that.
+    pub fn is_closed(&self) -> bool {
+        matches!(self, PlaneError::Store(StoreError::Closed))
     }
 }

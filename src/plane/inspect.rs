@@ -5,12 +5,11 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use rusqlite::Connection;
-
-use super::query::{summaries, SummaryFilter, TaskSummary};
-use super::{read_full, rows, PlaneError};
+use super::query::read_full;
+use super::PlaneError;
 use crate::record::{TaskRecord, TaskState};
-use crate::store;
+use crate::store::tasks::{self, SummaryFilter, TaskSummary};
+use crate::store::{self, inspect, Connection};
 
 /// Counts and sizes of a store.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -49,17 +48,16 @@ impl Inspector {
 
     /// The newest-status Tasks that match `filter`.
     pub fn tasks(&self, filter: &SummaryFilter) -> Result<Vec<TaskSummary>, PlaneError> {
-        summaries(&self.conn, filter)
+        Ok(tasks::summaries(&self.conn, filter)?)
     }
 
     /// One Task with its whole history and artifacts, whoever owns it.
     pub fn task(&self, task_id: &str) -> Result<Option<TaskRecord>, PlaneError> {
-        let tx = self.conn.unchecked_transaction()?;
-        let task = rows::task_by_id(&tx, task_id)?
-            .map(|row| read_full(&tx, row, None, true))
-            .transpose()?;
-        tx.finish()?;
-        Ok(task)
+        inspect::snapshot(&self.conn, |conn| {
+            tasks::by_id(conn, task_id)?
+                .map(|row| read_full(conn, row, None, true))
+                .transpose()
+        })
     }
 
     /// The folder of a Task's Pi session and its session file, if they exist.
@@ -68,36 +66,21 @@ impl Inspector {
     }
 
     pub fn stats(&self) -> Result<StoreStats, PlaneError> {
-        let tx = self.conn.unchecked_transaction()?;
+        let (counts, (tasks, claims, contexts), oldest_live) =
+            inspect::snapshot(&self.conn, |conn| {
+                Ok::<_, PlaneError>((
+                    inspect::tasks_by_state(conn)?,
+                    inspect::record_counts(conn)?,
+                    inspect::oldest_live(conn)?,
+                ))
+            })?;
         let mut by_state: BTreeMap<&'static str, u64> =
             TaskState::ALL.iter().map(|s| (s.as_str(), 0)).collect();
-        {
-            let mut stmt = tx.prepare("SELECT state, COUNT(*) FROM tasks GROUP BY state")?;
-            let mut rows = stmt.query([])?;
-            while let Some(row) = rows.next()? {
-                let state: String = row.get(0)?;
-                let count: i64 = row.get(1)?;
-                let key = TaskState::parse(&state).map_or("unknown", TaskState::as_str);
-                *by_state.entry(key).or_insert(0) += count as u64;
-            }
+        for (state, count) in counts {
+            *by_state
+                .entry(state.map_or("unknown", TaskState::as_str))
+                .or_insert(0) += count;
         }
-        let count = |table: &str| -> Result<u64, PlaneError> {
-            Ok(
-                tx.query_row(&format!("SELECT COUNT(*) FROM {table}"), [], |r| {
-                    r.get::<_, i64>(0)
-                })? as u64,
-            )
-        };
-        let (tasks, claims, contexts) = (count("tasks")?, count("claims")?, count("contexts")?);
-        let oldest_live = rusqlite::OptionalExtension::optional(tx.query_row(
-            &format!(
-                "SELECT task_id, created_ms FROM tasks WHERE state IN {} ORDER BY created_ms, seq LIMIT 1",
-                rows::live_states_sql()
-            ),
-            [],
-            |r| Ok((r.get(0)?, r.get(1)?)),
-        ))?;
-        tx.finish()?;
         let db = self.root.join(store::DB_FILE);
         let store_bytes = ["", "-wal", "-shm"]
             .iter()
@@ -125,84 +108,6 @@ impl Inspector {
     /// SQLite's `integrity_check` and the store's own invariants; each problem found is
     /// one sentence (empty: the store is sound).
     pub fn check(&self) -> Result<Vec<String>, PlaneError> {
-        let tx = self.conn.unchecked_transaction()?;
-        let mut problems = Vec::new();
-        {
-            let mut stmt = tx.prepare("PRAGMA integrity_check")?;
-            let mut rows = stmt.query([])?;
-            while let Some(row) = rows.next()? {
-                let line: String = row.get(0)?;
-                if line != "ok" {
-                    problems.push(format!("SQLite integrity_check: {line}"));
-                }
-            }
-        }
-        let known: Vec<String> = TaskState::ALL
-            .iter()
-            .map(|s| format!("'{}'", s.as_str()))
-            .collect();
-        let terminal = rows::terminal_states_sql();
-        let invariants: [(String, &str); 7] = [
-            (
-                "SELECT 'principal ' || principal || ', state ' || state FROM (SELECT principal, state, COUNT(*) AS n FROM tasks GROUP BY principal, state) t \
-                 WHERE n IS NOT (SELECT c.n FROM task_counts c WHERE c.principal = t.principal AND c.state = t.state) \
-                 UNION SELECT 'principal ' || principal || ', state ' || state FROM task_counts c WHERE n != 0 AND NOT EXISTS \
-                 (SELECT 1 FROM tasks t WHERE t.principal = c.principal AND t.state = c.state)".into(),
-                "has a kept Task count (GET /tasks totalSize) that differs from its Tasks",
-            ),
-            (
-                format!("SELECT task_id FROM tasks WHERE state NOT IN ({})", known.join(", ")),
-                "has an unknown state",
-            ),
-            (
-                "SELECT t.task_id FROM tasks t WHERE NOT EXISTS (SELECT 1 FROM claims c WHERE c.task_id = t.task_id)".into(),
-                "has no claim (every Task is accepted with one, in one transaction)",
-            ),
-            (
-                "SELECT c.activation_id FROM claims c WHERE c.task_id IS NOT NULL AND c.state NOT IN ('QUARANTINED', 'WAKE_FAILED') \
-                 AND NOT EXISTS (SELECT 1 FROM tasks t WHERE t.task_id = c.task_id)".into(),
-                "is a claim whose Task is missing (the next start quarantines it)",
-            ),
-            (
-                "SELECT DISTINCT h.task_seq FROM history h WHERE NOT EXISTS (SELECT 1 FROM tasks t WHERE t.seq = h.task_seq) \
-                 UNION SELECT DISTINCT a.task_seq FROM artifacts a WHERE NOT EXISTS (SELECT 1 FROM tasks t WHERE t.seq = a.task_seq)".into(),
-                "is the sequence number of history or artifacts whose Task is missing",
-            ),
-            (
-                "SELECT task_id FROM tasks WHERE input_request_open = 1 AND state NOT IN ('input_required', 'auth_required')".into(),
-                "has an open input request but does not wait for input",
-            ),
-            (
-                format!(
-                    "SELECT t.task_id FROM tasks t WHERE t.state NOT IN {terminal} \
-                     AND NOT EXISTS (SELECT 1 FROM contexts x WHERE x.context_id = t.context_id)"
-                ),
-                "is a live Task whose context is missing",
-            ),
-        ];
-        // A store not yet migrated to schema 4 (opened read-only here) keeps no counts.
-        let keeps_counts: bool = tx.query_row(
-            "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'task_counts')",
-            [],
-            |r| r.get(0),
-        )?;
-        for (sql, what) in invariants {
-            if !keeps_counts && sql.contains("task_counts") {
-                continue;
-            }
-            let mut stmt = tx.prepare(&sql)?;
-            let mut rows = stmt.query([])?;
-            while let Some(row) = rows.next()? {
-                let id: rusqlite::types::Value = row.get(0)?;
-                let id = match id {
-                    rusqlite::types::Value::Text(t) => t,
-                    rusqlite::types::Value::Integer(n) => n.to_string(),
-                    other => format!("{other:?}"),
-                };
-                problems.push(format!("{id} {what}"));
-            }
-        }
-        tx.finish()?;
-        Ok(problems)
+        inspect::snapshot(&self.conn, |conn| Ok(inspect::problems(conn)?))
     }
 }

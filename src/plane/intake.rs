@@ -1,334 +1,348 @@
-//! Acceptance: the bodies of the intake transactions. Everything an acceptance writes —
-//! claim, context, Task, history, evidence and the wake record — is written here inside
-//! one writer transaction, so it is committed whole or not at all.
+//! Intake: how an inbound message becomes an acceptance. Each entry point validates the
+//! message ([`inbound`](super::inbound)), answers a duplicate with its prior outcome, then
+//! routes it by the rules of the contract (a conversation's context, a verified reply
+//! anchor, an authorized explicit taskId, a context the principal owns) and accepts it
+//! in one writer transaction ([`acceptance`](super::acceptance)).
 
-use rusqlite::{params, Connection, OptionalExtension};
-use serde_json::{json, Value};
+use serde_json::Value;
 
-use super::rows::{self, TaskRow};
-use super::{Acceptance, Disposition, PlaneError};
-use crate::ids;
-use crate::record::{Continuation, MessageRecord, TaskState};
-use crate::store::WriteTx;
+use super::acceptance;
+use super::inbound::{check_content, Intake};
+use super::{PlaneError, Published, TaskPlane};
+use crate::events::{Accepted, TaskEvent};
+use crate::record::{Continuation, Locator, MessageRecord, Role, TaskState};
+use crate::store::anchors;
+use crate::store::tasks;
+use crate::store::{contexts, Connection, WriteTx};
 
-/// An inbound message on its way to acceptance, already validated.
+/// A native provider event handed to the plane by a source adapter.
 #[derive(Debug, Clone)]
-pub(crate) struct Intake {
+pub struct Activation {
+    /// The authenticated intake principal.
     pub principal: String,
+    /// The registered source (provider key).
     pub source: String,
-    /// The source's declared continuation method, copied onto a new Task.
-    pub continuation: Continuation,
-    /// `messageId` (A2A) or the source's event identity (native): the dedupe key.
-    pub dedupe_key: String,
-    /// Content address of the payload, without server-minted ids.
-    pub digest: String,
-    pub requested_context_id: Option<String>,
-    pub requested_task_id: Option<String>,
+    /// The source's event identity: scoped to the principal it is the idempotency key.
+    pub event_id: String,
+    /// The source's Conversation fields as one identifier; `None` gives a fresh context.
+    pub conversation_key: Option<String>,
+    /// The provider id of the message this event directly replies to, if any.
+    pub reply_to: Option<String>,
+    /// The exact provider object (opaque values).
+    pub locator: Locator,
+    /// The event's content, from the caller.
     pub message: MessageRecord,
-    pub locator: Value,
-    pub extensions: Vec<String>,
 }
 
-/// How a claim was settled.
+/// What acceptance did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Route {
+pub enum Disposition {
+    /// A new Task (or a direct Message outcome).
     Created,
+    /// An existing waiting Task was continued.
     Continued,
-    Direct,
+    /// The same (principal, id) with the same payload was accepted before: this is the
+    /// prior outcome.
+    Duplicate,
 }
 
-impl Route {
-    fn as_str(self) -> &'static str {
+impl Disposition {
+    pub fn as_str(self) -> &'static str {
         match self {
-            Route::Created => "created",
-            Route::Continued => "continued",
-            Route::Direct => "direct",
+            Disposition::Created => "created",
+            Disposition::Continued => "continued",
+            Disposition::Duplicate => "duplicate",
         }
     }
 }
 
-/// The prior outcome of this (principal, dedupe key), if any.
-///
-/// Same payload → the prior outcome (the same Task in its current state, or the direct
-/// Message verbatim). A different payload → `DuplicateMessageId`. Requested ids are
-/// compared apart from the digest: a retry may name the ids the server minted for it.
-pub(crate) fn prior_outcome(
-    conn: &Connection,
-    intake: &Intake,
-) -> Result<Option<Acceptance>, PlaneError> {
-    let row = conn
-        .prepare_cached(
-            "SELECT activation_id, task_id, context_id, digest, requested_context_id, requested_task_id, direct_reply \
-             FROM claims WHERE principal = ?1 AND dedupe_key = ?2",
-        )?
-        .query_row(params![intake.principal, intake.dedupe_key], |r| {
-            Ok((
-                r.get::<_, String>(0)?,
-                r.get::<_, Option<String>>(1)?,
-                r.get::<_, String>(2)?,
-                r.get::<_, String>(3)?,
-                r.get::<_, Option<String>>(4)?,
-                r.get::<_, Option<String>>(5)?,
-                r.get::<_, Option<String>>(6)?,
-            ))
+/// The durable outcome of an intake; returned only after commit.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Acceptance {
+    pub activation_id: String,
+    /// `None` for a direct Message outcome.
+    pub task_id: Option<String>,
+    pub context_id: String,
+    pub disposition: Disposition,
+    /// The Task's current state (for a duplicate, now; not at first acceptance).
+    pub state: Option<TaskState>,
+    /// The direct Message outcome, verbatim.
+    pub direct_reply: Option<MessageRecord>,
+}
+
+impl TaskPlane {
+    /// A native provider event that is not a reply: a new Task in the context of its
+    /// conversation (or a fresh context without a conversation key).
+    pub fn accept(&self, activation: Activation) -> Result<Acceptance, PlaneError> {
+        let (intake, activation) = self.native_intake(activation)?;
+        let now = self.now();
+        self.write_intake(move |tx| {
+            if let Some(prior) = acceptance::prior_outcome(tx.conn(), &intake)? {
+                return Ok(prior);
+            }
+            let context_id = native_context(tx, &activation, now)?;
+            acceptance::create_task(tx, &intake, context_id, now)
         })
-        .optional()?;
-    let Some((activation_id, task_id, context_id, digest, req_ctx, req_task, direct_reply)) = row
-    else {
-        return Ok(None);
-    };
-    let same_id = |asked: &Option<String>, first: &Option<String>, minted: Option<&str>| {
-        asked == first || (asked.is_some() && asked.as_deref() == minted)
-    };
-    if digest != intake.digest
-        || !same_id(
-            &intake.requested_context_id,
-            &req_ctx,
-            Some(context_id.as_str()),
-        )
-        || !same_id(&intake.requested_task_id, &req_task, task_id.as_deref())
-    {
-        return Err(PlaneError::DuplicateMessageId {
-            message_id: intake.dedupe_key.clone(),
-        });
     }
-    let state = match &task_id {
-        Some(id) => rows::task_by_id(conn, id)?.map(|t| t.record.state),
-        None => None,
-    };
-    let direct_reply = direct_reply
-        .map(|m| serde_json::from_str::<MessageRecord>(&m))
-        .transpose()?;
-    Ok(Some(Acceptance {
-        activation_id,
-        task_id,
-        context_id,
-        disposition: Disposition::Duplicate,
-        state,
-        direct_reply,
-    }))
+
+    /// A native provider reply. It continues a Task only through a verified reply anchor;
+    /// when any condition fails it is new work in the conversation's context, never a
+    /// rejection. A taskId-looking string in the body is just text.
+    pub fn continue_activation(&self, activation: Activation) -> Result<Acceptance, PlaneError> {
+        let (intake, activation) = self.native_intake(activation)?;
+        let now = self.now();
+        self.write_intake(move |tx| {
+            if let Some(prior) = acceptance::prior_outcome(tx.conn(), &intake)? {
+                return Ok(prior);
+            }
+            if let Some(task) =
+                Self::verified_anchor(tx.conn(), &intake, activation.reply_to.as_deref())?
+            {
+                return acceptance::continue_task(tx, &intake, &task, now);
+            }
+            let context_id = native_context(tx, &activation, now)?;
+            acceptance::create_task(tx, &intake, context_id, now)
+        })
+    }
+
+    /// The Task a native reply continues, when all six conditions of a verified reply
+    /// anchor hold:
+    /// 1. the Task is INPUT_REQUIRED or AUTH_REQUIRED;
+    /// 2. the plane sent a provider response for it, and
+    /// 3. stored that response's id as a reply anchor (an anchor row exists);
+    /// 4. the event directly replies to that anchor (`reply_to` is its id);
+    /// 5. the event's principal is the anchor's (the anchor key is principal-scoped);
+    /// 6. the Task records an unanswered input request — the one the anchor was sent for.
+    ///
+    /// The source must also have declared reply anchors as its continuation method.
+    fn verified_anchor(
+        conn: &Connection,
+        intake: &Intake,
+        reply_to: Option<&str>,
+    ) -> Result<Option<tasks::TaskRow>, PlaneError> {
+        if intake.continuation != Continuation::ReplyAnchors {
+            return Ok(None);
+        }
+        let Some(reply_to) = reply_to else {
+            return Ok(None);
+        };
+        let Some(anchor) = anchors::find(conn, &intake.principal, &intake.source, reply_to)? else {
+            return Ok(None);
+        };
+        let Some(task) = tasks::owned(conn, &intake.principal, &anchor.task_id)? else {
+            return Ok(None);
+        };
+        let waiting =
+            task.record.awaits_caller() && task.input_request_seq == anchor.input_request_seq;
+        Ok(waiting.then_some(task))
+    }
+
+    /// An authorized explicit continuation: attaches `message` to `task_id` only when
+    /// `principal` owns the Task and it waits for input (INPUT_REQUIRED or AUTH_REQUIRED
+    /// with an unanswered request). A foreign Task is `TaskNotFound`, like a missing one;
+    /// a terminal Task is `TaskTerminal`; a Task not waiting is `NotAwaitingInput`.
+    /// `context_id`, when given, must be the Task's own.
+    pub fn continue_task(
+        &self,
+        principal: &str,
+        task_id: &str,
+        context_id: Option<&str>,
+        message: MessageRecord,
+        extensions: Vec<String>,
+    ) -> Result<Acceptance, PlaneError> {
+        let intake =
+            self.message_intake(principal, context_id, Some(task_id), message, extensions)?;
+        let (task_id, context_id) = (task_id.to_string(), context_id.map(str::to_string));
+        let now = self.now();
+        self.write_intake(move |tx| {
+            if let Some(prior) = acceptance::prior_outcome(tx.conn(), &intake)? {
+                return Ok(prior);
+            }
+            let task = tasks::owned(tx.conn(), &intake.principal, &task_id)?
+                .ok_or_else(|| PlaneError::TaskNotFound(task_id.clone()))?;
+            if let Some(context_id) = context_id {
+                if context_id != task.record.context_id {
+                    return Err(PlaneError::ContextMismatch {
+                        task_id,
+                        context_id,
+                    });
+                }
+            }
+            let state = task.record.state;
+            if state.is_terminal() {
+                return Err(PlaneError::TaskTerminal { task_id, state });
+            }
+            if !task.record.awaits_caller() {
+                return Err(PlaneError::NotAwaitingInput { task_id, state });
+            }
+            if let Some(schema) = &task.input_schema {
+                Self::check_structured_answer(schema, &intake.message)?;
+            }
+            acceptance::continue_task(tx, &intake, &task, now)
+        })
+    }
+
+    /// An answer given as a data part in MCP's result shape (`{action, content}`) must fit
+    /// the schema the agent asked with; a plain-text answer is always accepted.
+    fn check_structured_answer(schema: &Value, message: &MessageRecord) -> Result<(), PlaneError> {
+        for (i, part) in message.parts.iter().enumerate() {
+            if let crate::record::PartContent::Data(data) = &part.content {
+                if crate::elicitation::is_answer(data) {
+                    crate::elicitation::check_answer(
+                        schema,
+                        data,
+                        &format!("message.parts[{i}].data"),
+                    )?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// A2A intake of new work: a new Task in `context_id` when `principal` already owns
+    /// that context; a foreign or unknown contextId (or none) gets a fresh context instead
+    /// of joining anyone's work.
+    pub fn accept_in_context(
+        &self,
+        principal: &str,
+        context_id: Option<&str>,
+        message: MessageRecord,
+        extensions: Vec<String>,
+    ) -> Result<Acceptance, PlaneError> {
+        let intake = self.message_intake(principal, context_id, None, message, extensions)?;
+        let now = self.now();
+        self.write_intake(move |tx| {
+            if let Some(prior) = acceptance::prior_outcome(tx.conn(), &intake)? {
+                return Ok(prior);
+            }
+            let context_id = Self::authorized_context(tx, &intake, now)?;
+            acceptance::create_task(tx, &intake, context_id, now)
+        })
+    }
+
+    /// The context a client's contextId resolves to: its own when the principal owns it,
+    /// else a fresh one.
+    fn authorized_context(
+        tx: &WriteTx<'_>,
+        intake: &Intake,
+        now: i64,
+    ) -> Result<String, PlaneError> {
+        if let Some(requested) = intake.requested_context_id.as_deref() {
+            if acceptance::owns_context(tx.conn(), &intake.principal, requested)? {
+                tx.step("context")?;
+                contexts::touch(tx.conn(), requested, now)?;
+                return Ok(requested.to_string());
+            }
+        }
+        acceptance::fresh_context(tx, &intake.principal, &intake.source, now)
+    }
+
+    /// Trusted creation of a new Task in an existing context the principal owns.
+    pub fn create_task(
+        &self,
+        principal: &str,
+        context_id: &str,
+        message: MessageRecord,
+    ) -> Result<Acceptance, PlaneError> {
+        let intake = self.message_intake(principal, Some(context_id), None, message, Vec::new())?;
+        let context_id = context_id.to_string();
+        let now = self.now();
+        self.write_intake(move |tx| {
+            if let Some(prior) = acceptance::prior_outcome(tx.conn(), &intake)? {
+                return Ok(prior);
+            }
+            if !acceptance::owns_context(tx.conn(), &intake.principal, &context_id)? {
+                return Err(PlaneError::ContextNotFound(context_id));
+            }
+            tx.step("context")?;
+            contexts::touch(tx.conn(), &context_id, now)?;
+            acceptance::create_task(tx, &intake, context_id, now)
+        })
+    }
+
+    /// Records the executor's decision to answer `message` with a direct Message and no
+    /// Task. A duplicate (same principal and messageId, same payload) returns the first
+    /// reply verbatim, even if this call's `reply` differs.
+    pub fn respond_directly(
+        &self,
+        principal: &str,
+        context_id: Option<&str>,
+        message: MessageRecord,
+        reply: MessageRecord,
+    ) -> Result<Acceptance, PlaneError> {
+        let intake = self.message_intake(principal, context_id, None, message, Vec::new())?;
+        check_content(&reply, Role::Agent, "reply")?;
+        let now = self.now();
+        self.write_intake(move |tx| {
+            if let Some(prior) = acceptance::prior_outcome(tx.conn(), &intake)? {
+                return Ok(prior);
+            }
+            let context_id = Self::authorized_context(tx, &intake, now)?;
+            acceptance::record_direct(tx, &intake, &context_id, &reply, now)
+        })
+    }
+
+    /// The prior outcome of `(principal, message_id)` for this exact message, without
+    /// accepting anything: lets an executor answer a duplicate before deciding again.
+    pub fn prior_outcome(
+        &self,
+        principal: &str,
+        context_id: Option<&str>,
+        task_id: Option<&str>,
+        message: &MessageRecord,
+    ) -> Result<Option<Acceptance>, PlaneError> {
+        let intake =
+            self.message_intake(principal, context_id, task_id, message.clone(), Vec::new())?;
+        self.read(|conn| acceptance::prior_outcome(conn, &intake))
+    }
+
+    /// An intake write: a new or continued Task is announced to agent drivers, and a
+    /// continued one's subscribers see it resume.
+    fn write_intake(
+        &self,
+        work: impl FnOnce(&WriteTx<'_>) -> Result<Acceptance, PlaneError> + Send + 'static,
+    ) -> Result<Acceptance, PlaneError> {
+        let now = self.now();
+        self.write_publishing(move |tx| {
+            let outcome = work(tx)?;
+            let mut published = Vec::new();
+            if let (Some(task_id), Disposition::Created | Disposition::Continued) =
+                (&outcome.task_id, outcome.disposition)
+            {
+                if outcome.disposition == Disposition::Continued {
+                    published.push(Published::Task(TaskEvent::Status {
+                        task_id: task_id.clone(),
+                        context_id: outcome.context_id.clone(),
+                        state: TaskState::Submitted,
+                        message: None,
+                        at_ms: now,
+                    }));
+                }
+                published.push(Published::Accepted(Accepted {
+                    activation_id: outcome.activation_id.clone(),
+                    task_id: task_id.clone(),
+                    context_id: outcome.context_id.clone(),
+                }));
+            }
+            Ok((outcome, published))
+        })
+    }
 }
 
-/// The context of a conversation: one atomic upsert on (principal, source, key), so
-/// concurrent first messages get the same contextId.
-pub(crate) fn conversation_context(
+/// The context of a native activation: its conversation's, or a fresh one.
+fn native_context(
     tx: &WriteTx<'_>,
-    principal: &str,
-    source: &str,
-    conversation_key: &str,
-    now_ms: i64,
+    activation: &Activation,
+    now: i64,
 ) -> Result<String, PlaneError> {
-    tx.step("context")?;
-    let context_id = tx
-        .conn()
-        .prepare_cached(
-            "INSERT INTO contexts (context_id, principal, source, conversation_key, created_ms, last_event_ms) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?5) \
-             ON CONFLICT (principal, source, conversation_key) WHERE conversation_key IS NOT NULL \
-             DO UPDATE SET last_event_ms = MAX(last_event_ms, excluded.last_event_ms) \
-             RETURNING context_id",
-        )?
-        .query_row(params![ids::mint(), principal, source, conversation_key, now_ms], |r| r.get(0))?;
-    Ok(context_id)
-}
-
-/// A new context with no conversation key.
-pub(crate) fn fresh_context(
-    tx: &WriteTx<'_>,
-    principal: &str,
-    source: &str,
-    now_ms: i64,
-) -> Result<String, PlaneError> {
-    tx.step("context")?;
-    let context_id = ids::mint();
-    tx.conn()
-        .prepare_cached(
-            "INSERT INTO contexts (context_id, principal, source, conversation_key, created_ms, last_event_ms) \
-             VALUES (?1, ?2, ?3, NULL, ?4, ?4)",
-        )?
-        .execute(params![context_id, principal, source, now_ms])?;
-    Ok(context_id)
-}
-
-/// Whether `principal` owns `context_id` (a foreign or unknown context is `false`).
-pub(crate) fn owns_context(
-    conn: &Connection,
-    principal: &str,
-    context_id: &str,
-) -> Result<bool, PlaneError> {
-    let owner: Option<String> = conn
-        .prepare_cached("SELECT principal FROM contexts WHERE context_id = ?1")?
-        .query_row([context_id], |r| r.get(0))
-        .optional()?;
-    Ok(owner.as_deref() == Some(principal))
-}
-
-/// Creates a SUBMITTED Task in `context_id` with the message as its first history entry,
-/// and records the claim, its evidence and its wake.
-pub(crate) fn create_task(
-    tx: &WriteTx<'_>,
-    intake: &Intake,
-    context_id: String,
-    now_ms: i64,
-) -> Result<Acceptance, PlaneError> {
-    let conn = tx.conn();
-    tx.step("task")?;
-    let task_id = ids::mint();
-    let seq: i64 = conn
-        .prepare_cached(
-            "INSERT INTO tasks (task_id, principal, context_id, source, continuation, state, status_ms, created_ms, extensions, history_len) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, ?8, 1) RETURNING seq",
-        )?
-        .query_row(
-            params![
-                task_id,
-                intake.principal,
-                context_id,
-                intake.source,
-                intake.continuation.as_str(),
-                TaskState::Submitted.as_str(),
-                now_ms,
-                serde_json::to_string(&intake.extensions)?
-            ],
-            |r| r.get(0),
-        )?;
-    tx.step("history")?;
-    conn.prepare_cached("INSERT INTO history (task_seq, n, body) VALUES (?1, 0, ?2)")?
-        .execute(params![seq, serde_json::to_string(&intake.message)?])?;
-    conn.prepare_cached("UPDATE tasks SET history_len = 1 WHERE seq = ?1")?
-        .execute([seq])?;
-    record_claim(
-        tx,
-        intake,
-        Route::Created,
-        Some(&task_id),
-        &context_id,
-        None,
-        now_ms,
-    )
-}
-
-/// Attaches the message to a waiting Task: the request is answered and the Task goes
-/// back to SUBMITTED until its wake is delivered.
-pub(crate) fn continue_task(
-    tx: &WriteTx<'_>,
-    intake: &Intake,
-    task: &TaskRow,
-    now_ms: i64,
-) -> Result<Acceptance, PlaneError> {
-    let conn = tx.conn();
-    tx.step("task")?;
-    rows::set_status(
-        conn,
-        task.seq,
-        TaskState::Submitted,
-        None,
-        now_ms,
-        Some(false),
-    )?;
-    rows::touch_context(conn, &task.record.context_id, now_ms)?;
-    tx.step("history")?;
-    rows::append_history(conn, task, &intake.message)?;
-    record_claim(
-        tx,
-        intake,
-        Route::Continued,
-        Some(&task.record.task_id),
-        &task.record.context_id,
-        None,
-        now_ms,
-    )
-}
-
-/// Records a direct Message outcome: no Task exists, and a duplicate returns `reply`
-/// verbatim.
-pub(crate) fn record_direct(
-    tx: &WriteTx<'_>,
-    intake: &Intake,
-    context_id: &str,
-    reply: &MessageRecord,
-    now_ms: i64,
-) -> Result<Acceptance, PlaneError> {
-    record_claim(
-        tx,
-        intake,
-        Route::Direct,
-        None,
-        context_id,
-        Some(reply),
-        now_ms,
-    )
-}
-
-fn record_claim(
-    tx: &WriteTx<'_>,
-    intake: &Intake,
-    route: Route,
-    task_id: Option<&str>,
-    context_id: &str,
-    direct_reply: Option<&MessageRecord>,
-    now_ms: i64,
-) -> Result<Acceptance, PlaneError> {
-    let conn = tx.conn();
-    tx.step("claim")?;
-    let activation_id = ids::mint();
-    conn.prepare_cached(
-        "INSERT INTO claims (activation_id, principal, dedupe_key, source, route, task_id, context_id, digest, \
-         requested_context_id, requested_task_id, direct_reply, state, claimed_ms) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, 'ACCEPTED', ?12)",
-    )?
-    .execute(params![
-        activation_id,
-        intake.principal,
-        intake.dedupe_key,
-        intake.source,
-        route.as_str(),
-        task_id,
-        context_id,
-        intake.digest,
-        intake.requested_context_id,
-        intake.requested_task_id,
-        direct_reply.map(serde_json::to_string).transpose()?,
-        now_ms
-    ])?;
-    tx.step("evidence")?;
-    rows::insert_evidence(
-        conn,
-        "activation",
-        true,
-        task_id,
-        Some(&activation_id),
-        &intake.locator,
-        &json!({
-            "kind": "activation",
-            "activationId": activation_id,
-            "principal": intake.principal,
-            "source": intake.source,
-            "dedupeKey": intake.dedupe_key,
-            "digest": intake.digest,
-            "route": route.as_str(),
-            "taskId": task_id,
-            "contextId": context_id,
-            "locator": intake.locator,
-        }),
-        now_ms,
-    )?;
-    // The wake record: the claim's first state record, ACCEPTED (the claim row already
-    // says so). A direct outcome has no Task, so the wake queue never offers it.
-    tx.step("wake")?;
-    conn.prepare_cached(
-        "INSERT INTO claim_states (activation_id, n, kind, count, at_ms, detail) VALUES (?1, 0, 'ACCEPTED', NULL, ?2, NULL)",
-    )?
-    .execute(params![activation_id, now_ms])?;
-    Ok(Acceptance {
-        activation_id,
-        task_id: task_id.map(str::to_string),
-        context_id: context_id.to_string(),
-        disposition: match route {
-            Route::Created | Route::Direct => Disposition::Created,
-            Route::Continued => Disposition::Continued,
-        },
-        state: task_id.map(|_| TaskState::Submitted),
-        direct_reply: direct_reply.cloned(),
-    })
+    match &activation.conversation_key {
+        Some(key) => acceptance::conversation_context(
+            tx,
+            &activation.principal,
+            &activation.source,
+            key,
+            now,
+        ),
+        None => acceptance::fresh_context(tx, &activation.principal, &activation.source, now),
+    }
 }

@@ -19,12 +19,13 @@
 //!   removed right after the Task is compacted, and a folder of no Task at all (an orphan)
 //!   once it has not changed for the same window.
 
-use rusqlite::{params, Connection};
 use serde_json::json;
 
-use super::rows;
-use super::PlaneError;
+use super::{PlaneError, TaskPlane, SESSIONS_DIR};
 use crate::clock::DAY_MS;
+use crate::record::{ClaimState, EvidenceKind};
+use crate::store::evidence::{self, NewEvidence};
+use crate::store::{claims, retention, Connection};
 
 /// The retention floor for operational records: 30 days.
 pub const RETENTION_MS: i64 = 30 * DAY_MS;
@@ -43,6 +44,33 @@ pub struct CompactionReport {
     pub sessions: usize,
 }
 
+impl TaskPlane {
+    pub(super) fn recover_and_compact(&self) -> Result<CompactionReport, PlaneError> {
+        let now = self.now();
+        let retention_ms = self.retention_ms;
+        let (mut report, removed) = self.write(move |tx| {
+            let quarantined = quarantine_orphaned_claims(tx.conn(), now)?;
+            let (mut report, removed) = compact(tx.conn(), now, retention_ms)?;
+            report.quarantined_claims = quarantined;
+            Ok((report, removed))
+        })?;
+        // After the commit: a session folder never outlives its Task's record, but a crash
+        // before this only leaves an orphan for the next compaction.
+        report.sessions = remove_session_folders(
+            &self.root().join(SESSIONS_DIR),
+            &removed,
+            now - retention_ms,
+            &|task_id| Ok(self.task(task_id, Some(0), false)?.is_some()),
+        )?;
+        Ok(report)
+    }
+
+    /// Runs compaction now (startup does this already).
+    pub fn compact(&self) -> Result<CompactionReport, PlaneError> {
+        self.recover_and_compact()
+    }
+}
+
 /// Quarantines claims whose Task is missing; returns how many. Only the claims of Tasks
 /// removed since the last recovery are looked at (the store notes each removed Task), so
 /// this costs what was removed, not what is stored.
@@ -50,113 +78,52 @@ pub(super) fn quarantine_orphaned_claims(
     conn: &Connection,
     now_ms: i64,
 ) -> Result<usize, PlaneError> {
-    let orphans: Vec<(String, String)> = conn
-        .prepare(
-            "SELECT c.activation_id, c.task_id FROM removed_tasks r \
-             JOIN claims c ON c.task_id = r.task_id \
-             WHERE c.state NOT IN ('QUARANTINED', 'WAKE_FAILED') \
-             AND NOT EXISTS (SELECT 1 FROM tasks t WHERE t.task_id = c.task_id)",
-        )?
-        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
-        .collect::<Result<_, _>>()?;
-    conn.execute("DELETE FROM removed_tasks", [])?;
+    let orphans = retention::take_orphaned_claims(conn)?;
     for (activation_id, task_id) in &orphans {
         let detail = format!("task {task_id} of this claim is missing from the store");
-        rows::push_claim_state(
+        claims::push_state(
             conn,
             activation_id,
-            "QUARANTINED",
-            None,
+            ClaimState::Quarantined,
             Some(&detail),
             now_ms,
         )?;
-        rows::insert_evidence(
+        evidence::insert(
             conn,
-            "claim_quarantined",
-            false,
-            Some(task_id),
-            Some(activation_id),
-            &json!({ "activationId": activation_id }),
-            &json!({ "kind": "claim_quarantined", "activationId": activation_id, "taskId": task_id, "reason": detail, "at": now_ms }),
-            now_ms,
+            &NewEvidence {
+                kind: &EvidenceKind::ClaimQuarantined,
+                healthy: false,
+                task_id: Some(task_id),
+                activation_id: Some(activation_id),
+                locator: &json!({ "activationId": activation_id }),
+                content: &json!({ "kind": EvidenceKind::ClaimQuarantined.as_str(), "activationId": activation_id, "taskId": task_id, "reason": detail, "at": now_ms }),
+                now_ms,
+            },
         )?;
     }
     Ok(orphans.len())
 }
 
-/// Removes what the retention rules allow, as of `now_ms`. Returns the ids of the Tasks
-/// it removed, whose session folders go once this transaction has committed.
+/// Removes what the retention rules allow, as of `now_ms` (see the module docs, in the
+/// same order). Returns the ids of the Tasks it removed, whose session folders go once
+/// this transaction has committed.
 pub(super) fn compact(
     conn: &Connection,
     now_ms: i64,
     retention_ms: i64,
 ) -> Result<(CompactionReport, Vec<String>), PlaneError> {
     let cutoff = now_ms - retention_ms;
-    let mut report = CompactionReport::default();
-    let terminal = rows::terminal_states_sql();
-    let removed: Vec<String> = conn
-        .prepare(&format!(
-            "SELECT task_id FROM tasks WHERE state IN {terminal} AND status_ms < ?1"
-        ))?
-        .query_map([cutoff], |r| r.get(0))?
-        .collect::<Result<_, _>>()?;
-
-    // Terminal Tasks settled before the window, with their history and artifacts.
-    let old_tasks = format!("SELECT seq FROM tasks WHERE state IN {terminal} AND status_ms < ?1");
-    conn.execute(
-        &format!("DELETE FROM history WHERE task_seq IN ({old_tasks})"),
-        [cutoff],
-    )?;
-    conn.execute(
-        &format!("DELETE FROM artifacts WHERE task_seq IN ({old_tasks})"),
-        [cutoff],
-    )?;
-    report.tasks = conn.execute(
-        &format!("DELETE FROM tasks WHERE state IN {terminal} AND status_ms < ?1"),
-        [cutoff],
-    )?;
-
-    // Claims: kept while their Task is retained, else for the window.
-    let old_claims = "SELECT activation_id FROM claims c WHERE claimed_ms < ?1 \
-         AND (task_id IS NULL OR NOT EXISTS (SELECT 1 FROM tasks t WHERE t.task_id = c.task_id))";
-    conn.execute(
-        &format!("DELETE FROM claim_states WHERE activation_id IN ({old_claims})"),
-        [cutoff],
-    )?;
-    report.claims = conn.execute(
-        "DELETE FROM claims WHERE claimed_ms < ?1 \
-         AND (task_id IS NULL OR NOT EXISTS (SELECT 1 FROM tasks t WHERE t.task_id = claims.task_id))",
-        [cutoff],
-    )?;
-
-    report.evidence = conn.execute(
-        "DELETE FROM evidence WHERE recorded_ms < ?1 \
-         AND (task_id IS NULL OR NOT EXISTS (SELECT 1 FROM tasks t WHERE t.task_id = evidence.task_id))",
-        [cutoff],
-    )?;
-
-    let live = rows::live_states_sql();
-    let live_task = format!("SELECT task_id FROM tasks WHERE state IN {live}");
-    report.reply_anchors = conn.execute(
-        &format!(
-            "DELETE FROM reply_anchors WHERE recorded_ms < ?1 AND task_id NOT IN ({live_task})"
-        ),
-        [cutoff],
-    )?;
-    report.deliveries = conn.execute(
-        &format!(
-            "DELETE FROM deliveries WHERE updated_ms < ?1 AND state <> 'sending' \
-             AND (task_id IS NULL OR task_id NOT IN ({live_task}))"
-        ),
-        [cutoff],
-    )?;
-    report.contexts = conn.execute(
-        &format!(
-            "DELETE FROM contexts WHERE last_event_ms < ?1 \
-             AND context_id NOT IN (SELECT context_id FROM tasks WHERE state IN {live})"
-        ),
-        params![cutoff],
-    )?;
+    let removed = retention::delete_settled_tasks(conn, cutoff)?;
+    let report = CompactionReport {
+        quarantined_claims: 0,
+        tasks: removed.len(),
+        claims: retention::delete_unused_claims(conn, cutoff)?,
+        evidence: retention::delete_unused_evidence(conn, cutoff)?,
+        reply_anchors: retention::delete_unused_anchors(conn, cutoff)?,
+        deliveries: retention::delete_unused_deliveries(conn, cutoff)?,
+        contexts: retention::delete_unused_contexts(conn, cutoff)?,
+        sessions: 0,
+    };
     Ok((report, removed))
 }
 

@@ -75,14 +75,7 @@ pub struct Inbound {
 
 /// A direct reply is an agent message with content; anything else is not a reply.
 pub fn check_direct_reply(reply: &MessageRecord) -> Result<(), PlaneError> {
-    if reply.role != Role::Agent || reply.parts.is_empty() {
-        return Err(PlaneError::Invalid {
-            field: "reply".into(),
-            message: "a direct reply is an agent message (ROLE_AGENT) with at least one part"
-                .into(),
-        });
-    }
-    Ok(())
+    super::inbound::check_content(reply, Role::Agent, "reply")
 }
 
 impl TaskPlane {

@@ -12,12 +12,27 @@
 //!   an error naming the root and the holder's pid.
 //! - WAL with `synchronous=FULL`; checkpoints on their own thread; the root is mode 0700
 //!   and its files 0600.
+//! - **Every statement lives here**, behind typed functions, one module per table or
+//!   concern: [`tasks`] (with history and artifacts, listings, and the SQL forms of the
+//!   state sets), [`claims`] (the activation journal), [`contexts`], [`evidence`],
+//!   [`anchors`], [`checkpoints`], [`deliveries`], [`retention`] (compaction) and
+//!   [`inspect`] (the operator's read-only checks). They take the connection of a writer
+//!   job or a read and return native records; the rules that combine them are the plane's.
 //!
 //! See `src/store/CONCURRENCY.md` for who owns what.
 
+pub mod anchors;
+pub mod checkpoints;
+pub mod claims;
+pub mod contexts;
+pub mod deliveries;
 pub mod durable;
+pub mod evidence;
 mod faults;
+pub mod inspect;
+pub mod retention;
 mod schema;
+pub mod tasks;
 
 use std::fmt;
 use std::fs::{self, File, OpenOptions};
@@ -28,7 +43,9 @@ use std::sync::mpsc::{self, Receiver, SyncSender};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
-use rusqlite::{Connection, OpenFlags};
+/// The connection type store functions take (a writer transaction's or a reader's).
+pub use rusqlite::Connection;
+use rusqlite::OpenFlags;
 use tokio::sync::oneshot;
 
 pub use faults::{FaultAction, Faults, ACCEPTANCE_STEPS};
@@ -683,6 +700,13 @@ fn take_lock(root: &Path, trace: Option<&Faults>) -> Result<File, StoreError> {
         message: format!("cannot record the holder in the lock file: {e}"),
     })?;
     Ok(file)
+}
+
+/// `('a', 'b')`: store names as an SQL list for `IN`. The names are the enums' own (never
+/// caller text), so quoting them is safe.
+fn sql_list<'a>(names: impl Iterator<Item = &'a str>) -> String {
+    let names: Vec<String> = names.map(|n| format!("'{n}'")).collect();
+    format!("({})", names.join(", "))
 }
 
 /// Runs a transaction-control statement through the statement cache (one per job or read:

@@ -3,21 +3,18 @@
 //! turn's authority ([`WakeQueue::require_authority`]): there is no claim-free path.
 //! The Pi extension registers them with typebox schemas and calls these.
 
-pub mod elicitation;
 pub mod manifest;
 
 use serde_json::{json, Map, Value};
 
+use crate::field_error::FieldError;
 use crate::plane::{InterruptKind, PlaneError};
 use crate::record::{
     ArtifactRecord, MessageRecord, PartContent, PartRecord, Role, TaskRecord, TaskState,
 };
 use crate::wake::{TurnError, WakeQueue};
-use crate::wire::extensions::{ELICITATION_V1, OUTFITTER_TASK_V1};
+use crate::wire::extensions::{ELICITATION_V1, OUTFITTER_TASK_KEY, OUTFITTER_TASK_V1};
 use manifest::Outputs;
-
-/// The metadata key of `outfitter-task/v1` payloads.
-pub const OUTFITTER_KEY: &str = "outfitter-task/v1";
 
 /// Marks the lines of caller data in `a2a_read_task`; caller lines are prefixed with `| `,
 /// so no caller text can forge a marker.
@@ -40,10 +37,7 @@ pub struct AgentTools {
 }
 
 fn invalid(field: &str, message: impl Into<String>) -> PlaneError {
-    PlaneError::Invalid {
-        field: field.to_string(),
-        message: message.into(),
-    }
+    PlaneError::Invalid(FieldError::new(field, message))
 }
 
 impl AgentTools {
@@ -106,7 +100,7 @@ impl AgentTools {
     /// workflow manifest did not load), not from what the agent did.
     fn is_configuration_error(&self, err: &PlaneError) -> bool {
         matches!(self.outputs, Outputs::Failed(_))
-            && matches!(err, PlaneError::Invalid { field, .. } if field == "output")
+            && matches!(err, PlaneError::Invalid(e) if e.field == "output")
     }
 
     fn settle(
@@ -198,7 +192,7 @@ impl AgentTools {
         }
         let mut metadata = Map::new();
         metadata.insert(
-            OUTFITTER_KEY.into(),
+            OUTFITTER_TASK_KEY.into(),
             json!({ "output": output, "type": kind, "value": value }),
         );
         Ok(ArtifactRecord {

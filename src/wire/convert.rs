@@ -3,11 +3,12 @@
 use pbjson_types::value::Kind;
 use serde_json::{Map, Number, Value};
 
-use super::validate::{Invalid, Validate};
-use super::{part, Artifact, Message, Part, Role, Task, TaskState, TaskStatus, Timestamp};
+use super::validate::Validate;
+use super::{
+    part, Artifact, Message, Part, Role, Task, TaskState, TaskStatus, Timestamp, MAX_EXACT_INTEGER,
+};
+use crate::field_error::FieldError;
 use crate::record::{self, ArtifactRecord, MessageRecord, PartContent, PartRecord, TaskRecord};
-
-const MAX_EXACT_INTEGER: f64 = 9_007_199_254_740_991.0;
 
 /// A `google.protobuf.Value` as plain JSON; integral numbers stay integers.
 pub fn value_to_json(value: &pbjson_types::Value) -> Value {
@@ -66,17 +67,17 @@ fn non_empty(s: String) -> Option<String> {
     (!s.is_empty()).then_some(s)
 }
 
-pub fn part_from_wire(p: Part) -> Result<PartRecord, Invalid> {
+pub fn part_from_wire(p: Part) -> Result<PartRecord, FieldError> {
     let content = match p.content {
         Some(part::Content::Text(t)) => PartContent::Text(t),
         Some(part::Content::Raw(b)) => PartContent::Raw(b.to_vec()),
         Some(part::Content::Url(u)) => PartContent::Url(u),
         Some(part::Content::Data(v)) => PartContent::Data(value_to_json(&v)),
         None => {
-            return Err(Invalid {
-                field: String::new(),
-                message: "a part needs exactly one of `text`, `raw`, `url` or `data`".into(),
-            })
+            return Err(FieldError::new(
+                "",
+                "a part needs exactly one of `text`, `raw`, `url` or `data`",
+            ))
         }
     };
     Ok(PartRecord {
@@ -87,16 +88,11 @@ pub fn part_from_wire(p: Part) -> Result<PartRecord, Invalid> {
     })
 }
 
-fn parts_from_wire(parts: Vec<Part>) -> Result<Vec<PartRecord>, Invalid> {
+fn parts_from_wire(parts: Vec<Part>) -> Result<Vec<PartRecord>, FieldError> {
     parts
         .into_iter()
         .enumerate()
-        .map(|(i, p)| {
-            part_from_wire(p).map_err(|e| Invalid {
-                field: format!("parts[{i}]"),
-                message: e.message,
-            })
-        })
+        .map(|(i, p)| part_from_wire(p).map_err(|e| e.within(&format!("parts[{i}]"))))
         .collect()
 }
 
@@ -119,7 +115,7 @@ pub fn part_to_wire(p: &PartRecord) -> Part {
 /// content): `(record, requested contextId, requested taskId)`.
 pub fn message_from_wire(
     m: Message,
-) -> Result<(MessageRecord, Option<String>, Option<String>), Invalid> {
+) -> Result<(MessageRecord, Option<String>, Option<String>), FieldError> {
     m.validate("")?;
     let role = match Role::try_from(m.role) {
         Ok(Role::Agent) => record::Role::Agent,
@@ -222,7 +218,7 @@ pub fn task_to_wire(t: &TaskRecord) -> Task {
 }
 
 /// A wire artifact (from the agent side) as a native record.
-pub fn artifact_from_wire(a: Artifact) -> Result<ArtifactRecord, Invalid> {
+pub fn artifact_from_wire(a: Artifact) -> Result<ArtifactRecord, FieldError> {
     a.validate("")?;
     let parts = parts_from_wire(a.parts)?;
     Ok(ArtifactRecord {

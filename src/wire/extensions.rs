@@ -11,6 +11,9 @@ use super::{PROTOCOL_BINDING, PROTOCOL_VERSION};
 /// `outfitter-task/v1`: typed task metadata (the `$id` of its JSON schema).
 pub const OUTFITTER_TASK_V1: &str =
     "https://github.com/ai-outfitter/channels/a2a-extensions/outfitter-task/v1";
+/// The metadata key under which `outfitter-task/v1` payloads travel (a Task's locator, an
+/// artifact's declared output).
+pub const OUTFITTER_TASK_KEY: &str = "outfitter-task/v1";
 /// `elicitation/v1`: MCP-compatible structured questions, sibling of `outfitter-task/v1`.
 pub const ELICITATION_V1: &str =
     "https://github.com/ai-outfitter/channels/a2a-extensions/elicitation/v1";

@@ -16,18 +16,27 @@ use serde::de::DeserializeOwned;
 use serde::ser::SerializeStruct;
 use serde::Serialize;
 
-use super::validate::{Invalid, Validate};
-use super::ListTasksResponse;
+use super::validate::Validate;
+use super::{ListTasksResponse, MAX_EXACT_INTEGER};
+use crate::field_error::FieldError;
 
-/// Why a ProtoJSON document was refused: which field, and what was wrong with it.
+/// Why a ProtoJSON document was refused: what was being decoded, and which field was
+/// wrong with what (dereferences to that [`FieldError`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WireError {
     /// What was being decoded, e.g. `SendMessageRequest`.
     pub what: &'static str,
-    /// JSON path of the offending member (`message.parts[0].text`); empty for the document.
-    pub field: String,
-    /// What was wrong, for a person.
-    pub message: String,
+    /// The offending member (`message.parts[0].text`; empty for the document) and what
+    /// was wrong with it.
+    pub error: FieldError,
+}
+
+impl std::ops::Deref for WireError {
+    type Target = FieldError;
+
+    fn deref(&self) -> &FieldError {
+        &self.error
+    }
 }
 
 impl fmt::Display for WireError {
@@ -47,11 +56,10 @@ impl fmt::Display for WireError {
 impl std::error::Error for WireError {}
 
 impl WireError {
-    fn from_invalid(what: &'static str, invalid: Invalid) -> Self {
+    fn new(what: &'static str, field: impl Into<String>, message: impl Into<String>) -> Self {
         WireError {
             what,
-            field: invalid.field,
-            message: invalid.message,
+            error: FieldError::new(field, message),
         }
     }
 }
@@ -68,7 +76,7 @@ pub fn decode<T: DeserializeOwned + Validate>(
     let value: T = decode_unchecked(what, bytes)?;
     value
         .validate("")
-        .map_err(|invalid| WireError::from_invalid(what, invalid))?;
+        .map_err(|error| WireError { what, error })?;
     Ok(value)
 }
 
@@ -79,11 +87,8 @@ pub fn decode_unchecked<T: DeserializeOwned>(
 ) -> Result<T, WireError> {
     let mut de = serde_json::Deserializer::from_slice(bytes);
     let value = serde_path_to_error::deserialize(&mut de).map_err(|err| path_error(what, err))?;
-    de.end().map_err(|err| WireError {
-        what,
-        field: String::new(),
-        message: err.to_string(),
-    })?;
+    de.end()
+        .map_err(|err| WireError::new(what, "", err.to_string()))?;
     Ok(value)
 }
 
@@ -96,7 +101,7 @@ pub fn decode_value<T: DeserializeOwned + Validate>(
         serde_path_to_error::deserialize(value).map_err(|err| path_error(what, err))?;
     decoded
         .validate("")
-        .map_err(|invalid| WireError::from_invalid(what, invalid))?;
+        .map_err(|error| WireError { what, error })?;
     Ok(decoded)
 }
 
@@ -113,11 +118,7 @@ fn path_error(what: &'static str, err: serde_path_to_error::Error<serde_json::Er
     } else {
         inner.to_string()
     };
-    WireError {
-        what,
-        field,
-        message,
-    }
+    WireError::new(what, field, message)
 }
 
 /// Encodes `value` as compact ProtoJSON text.
@@ -138,10 +139,8 @@ pub fn encode_into<T: Serialize + ?Sized>(out: &mut Vec<u8>, value: &T) {
         .expect("wire types always serialise to JSON");
 }
 
-/// Compact JSON that writes integral doubles (within ±2^53) as integers.
+/// Compact JSON that writes integral doubles (within ±[`MAX_EXACT_INTEGER`]) as integers.
 struct ProtoJsonFormatter;
-
-const MAX_EXACT_INTEGER: f64 = 9_007_199_254_740_992.0; // 2^53
 
 impl serde_json::ser::Formatter for ProtoJsonFormatter {
     fn write_f64<W: ?Sized + io::Write>(&mut self, writer: &mut W, value: f64) -> io::Result<()> {

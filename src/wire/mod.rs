@@ -29,5 +29,10 @@ pub use a2a::*;
 /// The A2A protocol version this server implements (`Major.Minor`).
 pub const PROTOCOL_VERSION: &str = "1.0";
 
+/// The largest integer a JSON number (an IEEE double, as in `google.protobuf.Value`)
+/// holds exactly and unambiguously: 2^53 − 1. 2^53 is exact too, but 2^53 + 1 reads as
+/// the same double, so an integer past this one may not be the number the client wrote.
+pub const MAX_EXACT_INTEGER: f64 = 9_007_199_254_740_991.0;
+
 /// The one protocol binding this server speaks.
 pub const PROTOCOL_BINDING: &str = "HTTP+JSON";

@@ -4,7 +4,7 @@
 //! defaults), so every decoded document is checked here before use. Paths are the JSON
 //! (camelCase) paths a client wrote, so errors point at the client's own text.
 
-use std::fmt;
+use crate::field_error::FieldError;
 
 use super::{
     part, send_message_response, stream_response, AgentCard, AgentInterface, AgentSkill, Artifact,
@@ -12,26 +12,10 @@ use super::{
     StreamResponse, Task, TaskArtifactUpdateEvent, TaskState, TaskStatus, TaskStatusUpdateEvent,
 };
 
-/// A REQUIRED member missing or out of range.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Invalid {
-    /// JSON path of the member (`message.parts[0]`).
-    pub field: String,
-    pub message: String,
-}
-
-impl fmt::Display for Invalid {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "field `{}`: {}", self.field, self.message)
-    }
-}
-
-impl std::error::Error for Invalid {}
-
 /// A wire document whose REQUIRED members can be checked. `at` is the JSON path of
 /// `self` within the document (empty at the top).
 pub trait Validate {
-    fn validate(&self, at: &str) -> Result<(), Invalid>;
+    fn validate(&self, at: &str) -> Result<(), FieldError>;
 }
 
 fn path(at: &str, member: &str) -> String {
@@ -42,14 +26,12 @@ fn path(at: &str, member: &str) -> String {
     }
 }
 
-fn invalid(field: String, message: impl Into<String>) -> Invalid {
-    Invalid {
-        field,
-        message: message.into(),
-    }
+/// A REQUIRED member missing or out of range.
+fn invalid(field: String, message: impl Into<String>) -> FieldError {
+    FieldError::new(field, message)
 }
 
-fn required_string(value: &str, at: &str, member: &str) -> Result<(), Invalid> {
+fn required_string(value: &str, at: &str, member: &str) -> Result<(), FieldError> {
     if value.is_empty() {
         return Err(invalid(
             path(at, member),
@@ -59,7 +41,7 @@ fn required_string(value: &str, at: &str, member: &str) -> Result<(), Invalid> {
     Ok(())
 }
 
-fn required_list<T>(items: &[T], at: &str, member: &str) -> Result<(), Invalid> {
+fn required_list<T>(items: &[T], at: &str, member: &str) -> Result<(), FieldError> {
     if items.is_empty() {
         return Err(invalid(
             path(at, member),
@@ -69,7 +51,7 @@ fn required_list<T>(items: &[T], at: &str, member: &str) -> Result<(), Invalid> 
     Ok(())
 }
 
-fn each<T: Validate>(items: &[T], at: &str, member: &str) -> Result<(), Invalid> {
+fn each<T: Validate>(items: &[T], at: &str, member: &str) -> Result<(), FieldError> {
     let base = path(at, member);
     items
         .iter()
@@ -77,7 +59,7 @@ fn each<T: Validate>(items: &[T], at: &str, member: &str) -> Result<(), Invalid>
         .try_for_each(|(i, item)| item.validate(&format!("{base}[{i}]")))
 }
 
-fn required<T: Validate>(value: &Option<T>, at: &str, member: &str) -> Result<(), Invalid> {
+fn required<T: Validate>(value: &Option<T>, at: &str, member: &str) -> Result<(), FieldError> {
     match value {
         Some(v) => v.validate(&path(at, member)),
         None => Err(invalid(path(at, member), "is required")),
@@ -85,7 +67,7 @@ fn required<T: Validate>(value: &Option<T>, at: &str, member: &str) -> Result<()
 }
 
 impl Validate for Part {
-    fn validate(&self, at: &str) -> Result<(), Invalid> {
+    fn validate(&self, at: &str) -> Result<(), FieldError> {
         match self.content {
             Some(part::Content::Text(_) | part::Content::Raw(_) | part::Content::Url(_)) => Ok(()),
             Some(part::Content::Data(_)) => Ok(()),
@@ -98,7 +80,7 @@ impl Validate for Part {
 }
 
 impl Validate for Message {
-    fn validate(&self, at: &str) -> Result<(), Invalid> {
+    fn validate(&self, at: &str) -> Result<(), FieldError> {
         required_string(&self.message_id, at, "messageId")?;
         match Role::try_from(self.role) {
             Ok(Role::User | Role::Agent) => {}
@@ -115,7 +97,7 @@ impl Validate for Message {
 }
 
 impl Validate for Artifact {
-    fn validate(&self, at: &str) -> Result<(), Invalid> {
+    fn validate(&self, at: &str) -> Result<(), FieldError> {
         required_string(&self.artifact_id, at, "artifactId")?;
         required_list(&self.parts, at, "parts")?;
         each(&self.parts, at, "parts")
@@ -123,7 +105,7 @@ impl Validate for Artifact {
 }
 
 impl Validate for TaskStatus {
-    fn validate(&self, at: &str) -> Result<(), Invalid> {
+    fn validate(&self, at: &str) -> Result<(), FieldError> {
         match TaskState::try_from(self.state) {
             Ok(TaskState::Unspecified) | Err(_) => {
                 return Err(invalid(
@@ -141,7 +123,7 @@ impl Validate for TaskStatus {
 }
 
 impl Validate for Task {
-    fn validate(&self, at: &str) -> Result<(), Invalid> {
+    fn validate(&self, at: &str) -> Result<(), FieldError> {
         required_string(&self.id, at, "id")?;
         required(&self.status, at, "status")?;
         each(&self.artifacts, at, "artifacts")?;
@@ -150,7 +132,7 @@ impl Validate for Task {
 }
 
 impl Validate for TaskStatusUpdateEvent {
-    fn validate(&self, at: &str) -> Result<(), Invalid> {
+    fn validate(&self, at: &str) -> Result<(), FieldError> {
         required_string(&self.task_id, at, "taskId")?;
         required_string(&self.context_id, at, "contextId")?;
         required(&self.status, at, "status")
@@ -158,7 +140,7 @@ impl Validate for TaskStatusUpdateEvent {
 }
 
 impl Validate for TaskArtifactUpdateEvent {
-    fn validate(&self, at: &str) -> Result<(), Invalid> {
+    fn validate(&self, at: &str) -> Result<(), FieldError> {
         required_string(&self.task_id, at, "taskId")?;
         required_string(&self.context_id, at, "contextId")?;
         required(&self.artifact, at, "artifact")
@@ -166,7 +148,7 @@ impl Validate for TaskArtifactUpdateEvent {
 }
 
 impl Validate for SendMessageRequest {
-    fn validate(&self, at: &str) -> Result<(), Invalid> {
+    fn validate(&self, at: &str) -> Result<(), FieldError> {
         required(&self.message, at, "message")?;
         if let Some(config) = &self.configuration {
             if config.history_length.is_some_and(|n| n < 0) {
@@ -181,7 +163,7 @@ impl Validate for SendMessageRequest {
 }
 
 impl Validate for SendMessageResponse {
-    fn validate(&self, at: &str) -> Result<(), Invalid> {
+    fn validate(&self, at: &str) -> Result<(), FieldError> {
         match &self.payload {
             Some(send_message_response::Payload::Task(task)) => task.validate(&path(at, "task")),
             Some(send_message_response::Payload::Message(m)) => m.validate(&path(at, "message")),
@@ -194,7 +176,7 @@ impl Validate for SendMessageResponse {
 }
 
 impl Validate for StreamResponse {
-    fn validate(&self, at: &str) -> Result<(), Invalid> {
+    fn validate(&self, at: &str) -> Result<(), FieldError> {
         match &self.payload {
             Some(stream_response::Payload::Task(task)) => task.validate(&path(at, "task")),
             Some(stream_response::Payload::Message(m)) => m.validate(&path(at, "message")),
@@ -213,13 +195,13 @@ impl Validate for StreamResponse {
 }
 
 impl Validate for ListTasksResponse {
-    fn validate(&self, at: &str) -> Result<(), Invalid> {
+    fn validate(&self, at: &str) -> Result<(), FieldError> {
         each(&self.tasks, at, "tasks")
     }
 }
 
 impl Validate for AgentInterface {
-    fn validate(&self, at: &str) -> Result<(), Invalid> {
+    fn validate(&self, at: &str) -> Result<(), FieldError> {
         required_string(&self.url, at, "url")?;
         required_string(&self.protocol_binding, at, "protocolBinding")?;
         required_string(&self.protocol_version, at, "protocolVersion")
@@ -227,7 +209,7 @@ impl Validate for AgentInterface {
 }
 
 impl Validate for AgentSkill {
-    fn validate(&self, at: &str) -> Result<(), Invalid> {
+    fn validate(&self, at: &str) -> Result<(), FieldError> {
         required_string(&self.id, at, "id")?;
         required_string(&self.name, at, "name")?;
         required_string(&self.description, at, "description")?;
@@ -236,7 +218,7 @@ impl Validate for AgentSkill {
 }
 
 impl Validate for AgentCard {
-    fn validate(&self, at: &str) -> Result<(), Invalid> {
+    fn validate(&self, at: &str) -> Result<(), FieldError> {
         required_string(&self.name, at, "name")?;
         required_string(&self.description, at, "description")?;
         required_list(&self.supported_interfaces, at, "supportedInterfaces")?;

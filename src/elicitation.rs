@@ -1,22 +1,17 @@
 //! `elicitation/v1`: MCP-compatible structured questions. The agent may attach a
 //! `requestedSchema` to a request for input; it must be MCP's flat shape (an object of
 //! primitive properties). An answer given as a data part in MCP's result shape
-//! (`{action: accept|decline|cancel, content}`) is checked against it.
+//! (`{action: accept|decline|cancel, content}`) is checked against it. A leaf (it knows
+//! only JSON and [`FieldError`]): the plane checks schemas and answers with it, and the
+//! agent's tools build the question it describes.
 
 use serde_json::{Map, Value};
 
-/// A schema or answer that does not fit; `field` is a JSON path.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Mismatch {
-    pub field: String,
-    pub message: String,
-}
+use crate::field_error::FieldError;
 
-fn mismatch(field: impl Into<String>, message: impl Into<String>) -> Mismatch {
-    Mismatch {
-        field: field.into(),
-        message: message.into(),
-    }
+/// A schema or answer that does not fit; its field is a JSON path.
+fn mismatch(field: impl Into<String>, message: impl Into<String>) -> FieldError {
+    FieldError::new(field, message)
 }
 
 const PRIMITIVES: [&str; 4] = ["string", "number", "integer", "boolean"];
@@ -24,7 +19,7 @@ const PRIMITIVES: [&str; 4] = ["string", "number", "integer", "boolean"];
 /// Checks that `schema` is an MCP elicitation `requestedSchema`: `{"type": "object",
 /// "properties": {name: {"type": string|number|integer|boolean, ...}}, "required"?: [...]}`
 /// with no nesting.
-pub fn check_requested_schema(schema: &Value) -> Result<(), Mismatch> {
+pub fn check_requested_schema(schema: &Value) -> Result<(), FieldError> {
     let object = schema
         .as_object()
         .ok_or_else(|| mismatch("requestedSchema", "must be a JSON object"))?;
@@ -97,7 +92,7 @@ pub fn is_answer(value: &Value) -> bool {
 
 /// Checks an answer (`{action, content}`) against the requested schema; `at` is the JSON
 /// path of the answer in the caller's message.
-pub fn check_answer(schema: &Value, answer: &Value, at: &str) -> Result<(), Mismatch> {
+pub fn check_answer(schema: &Value, answer: &Value, at: &str) -> Result<(), FieldError> {
     let answer = answer
         .as_object()
         .ok_or_else(|| mismatch(at, "must be an object {action, content}"))?;

@@ -1,0 +1,262 @@
+//! Acceptance: the bodies of the intake transactions. Everything an acceptance writes —
+//! claim, context, Task, history, evidence and the wake record — is written here inside
+//! one writer transaction, so it is committed whole or not at all.
+
+use serde_json::json;
+
+use super::inbound::Intake;
+use super::intake::{Acceptance, Disposition};
+use super::PlaneError;
+use crate::ids;
+use crate::record::{ClaimRoute, EvidenceKind, MessageRecord, TaskState};
+use crate::store::claims::{self, NewClaim};
+use crate::store::contexts;
+use crate::store::evidence::{self, NewEvidence};
+use crate::store::tasks::{self, InputRequest, NewTask, TaskRow};
+use crate::store::{Connection, WriteTx};
+
+/// The prior outcome of this (principal, dedupe key), if any.
+///
+/// Same payload → the prior outcome (the same Task in its current state, or the direct
+/// Message verbatim). A different payload → `DuplicateMessageId`. Requested ids are
+/// compared apart from the digest: a retry may name the ids the server minted for it.
+pub(crate) fn prior_outcome(
+    conn: &Connection,
+    intake: &Intake,
+) -> Result<Option<Acceptance>, PlaneError> {
+    let Some(prior) = claims::by_dedupe_key(conn, &intake.principal, &intake.dedupe_key)? else {
+        return Ok(None);
+    };
+    let same_id = |asked: &Option<String>, first: &Option<String>, minted: Option<&str>| {
+        asked == first || (asked.is_some() && asked.as_deref() == minted)
+    };
+    if prior.digest != intake.digest
+        || !same_id(
+            &intake.requested_context_id,
+            &prior.requested_context_id,
+            Some(prior.context_id.as_str()),
+        )
+        || !same_id(
+            &intake.requested_task_id,
+            &prior.requested_task_id,
+            prior.task_id.as_deref(),
+        )
+    {
+        return Err(PlaneError::DuplicateMessageId {
+            message_id: intake.dedupe_key.clone(),
+        });
+    }
+    let state = match &prior.task_id {
+        Some(id) => tasks::by_id(conn, id)?.map(|t| t.record.state),
+        None => None,
+    };
+    Ok(Some(Acceptance {
+        activation_id: prior.activation_id,
+        task_id: prior.task_id,
+        context_id: prior.context_id,
+        disposition: Disposition::Duplicate,
+        state,
+        direct_reply: prior.direct_reply,
+    }))
+}
+
+/// The context of a conversation: the one its first message got, whoever accepted it
+/// (concurrent first messages get the same contextId).
+pub(crate) fn conversation_context(
+    tx: &WriteTx<'_>,
+    principal: &str,
+    source: &str,
+    conversation_key: &str,
+    now_ms: i64,
+) -> Result<String, PlaneError> {
+    tx.step("context")?;
+    Ok(contexts::of_conversation(
+        tx.conn(),
+        &ids::mint(),
+        principal,
+        source,
+        conversation_key,
+        now_ms,
+    )?)
+}
+
+/// A new context with no conversation key.
+pub(crate) fn fresh_context(
+    tx: &WriteTx<'_>,
+    principal: &str,
+    source: &str,
+    now_ms: i64,
+) -> Result<String, PlaneError> {
+    tx.step("context")?;
+    let context_id = ids::mint();
+    contexts::insert_fresh(tx.conn(), &context_id, principal, source, now_ms)?;
+    Ok(context_id)
+}
+
+/// Whether `principal` owns `context_id` (a foreign or unknown context is `false`).
+pub(crate) fn owns_context(
+    conn: &Connection,
+    principal: &str,
+    context_id: &str,
+) -> Result<bool, PlaneError> {
+    Ok(contexts::owner(conn, context_id)?.as_deref() == Some(principal))
+}
+
+/// Creates a SUBMITTED Task in `context_id` with the message as its first history entry,
+/// and records the claim, its evidence and its wake.
+pub(crate) fn create_task(
+    tx: &WriteTx<'_>,
+    intake: &Intake,
+    context_id: String,
+    now_ms: i64,
+) -> Result<Acceptance, PlaneError> {
+    let conn = tx.conn();
+    tx.step("task")?;
+    let task_id = ids::mint();
+    let seq = tasks::insert(
+        conn,
+        &NewTask {
+            task_id: &task_id,
+            principal: &intake.principal,
+            context_id: &context_id,
+            source: &intake.source,
+            continuation: intake.continuation,
+            state: TaskState::Submitted,
+            extensions: &intake.extensions,
+            now_ms,
+        },
+    )?;
+    tx.step("history")?;
+    tasks::insert_first_message(conn, seq, &intake.message)?;
+    record_claim(
+        tx,
+        intake,
+        ClaimRoute::Created,
+        Some(&task_id),
+        &context_id,
+        None,
+        now_ms,
+    )
+}
+
+/// Attaches the message to a waiting Task: the request is answered and the Task goes
+/// back to SUBMITTED until its wake is delivered.
+pub(crate) fn continue_task(
+    tx: &WriteTx<'_>,
+    intake: &Intake,
+    task: &TaskRow,
+    now_ms: i64,
+) -> Result<Acceptance, PlaneError> {
+    let conn = tx.conn();
+    tx.step("task")?;
+    tasks::set_status(
+        conn,
+        task.seq,
+        TaskState::Submitted,
+        None,
+        now_ms,
+        InputRequest::Closed,
+    )?;
+    contexts::touch(conn, &task.record.context_id, now_ms)?;
+    tx.step("history")?;
+    tasks::append_history(conn, task, &intake.message)?;
+    record_claim(
+        tx,
+        intake,
+        ClaimRoute::Continued,
+        Some(&task.record.task_id),
+        &task.record.context_id,
+        None,
+        now_ms,
+    )
+}
+
+/// Records a direct Message outcome: no Task exists, and a duplicate returns `reply`
+/// verbatim.
+pub(crate) fn record_direct(
+    tx: &WriteTx<'_>,
+    intake: &Intake,
+    context_id: &str,
+    reply: &MessageRecord,
+    now_ms: i64,
+) -> Result<Acceptance, PlaneError> {
+    record_claim(
+        tx,
+        intake,
+        ClaimRoute::Direct,
+        None,
+        context_id,
+        Some(reply),
+        now_ms,
+    )
+}
+
+fn record_claim(
+    tx: &WriteTx<'_>,
+    intake: &Intake,
+    route: ClaimRoute,
+    task_id: Option<&str>,
+    context_id: &str,
+    direct_reply: Option<&MessageRecord>,
+    now_ms: i64,
+) -> Result<Acceptance, PlaneError> {
+    let conn = tx.conn();
+    tx.step("claim")?;
+    let activation_id = ids::mint();
+    claims::insert(
+        conn,
+        &NewClaim {
+            activation_id: &activation_id,
+            principal: &intake.principal,
+            dedupe_key: &intake.dedupe_key,
+            source: &intake.source,
+            route,
+            task_id,
+            context_id,
+            digest: &intake.digest,
+            requested_context_id: intake.requested_context_id.as_deref(),
+            requested_task_id: intake.requested_task_id.as_deref(),
+            direct_reply,
+            now_ms,
+        },
+    )?;
+    tx.step("evidence")?;
+    evidence::insert(
+        conn,
+        &NewEvidence {
+            kind: &EvidenceKind::Activation,
+            healthy: true,
+            task_id,
+            activation_id: Some(&activation_id),
+            locator: &intake.locator,
+            content: &json!({
+                "kind": EvidenceKind::Activation.as_str(),
+                "activationId": activation_id,
+                "principal": intake.principal,
+                "source": intake.source,
+                "dedupeKey": intake.dedupe_key,
+                "digest": intake.digest,
+                "route": route.as_str(),
+                "taskId": task_id,
+                "contextId": context_id,
+                "locator": intake.locator,
+            }),
+            now_ms,
+        },
+    )?;
+    // The wake record: the claim's first state record, ACCEPTED (the claim row already
+    // says so). A direct outcome has no Task, so the wake queue never offers it.
+    tx.step("wake")?;
+    claims::record_accepted(conn, &activation_id, now_ms)?;
+    Ok(Acceptance {
+        activation_id,
+        task_id: task_id.map(str::to_string),
+        context_id: context_id.to_string(),
+        disposition: match route {
+            ClaimRoute::Created | ClaimRoute::Direct => Disposition::Created,
+            ClaimRoute::Continued => Disposition::Continued,
+        },
+        state: task_id.map(|_| TaskState::Submitted),
+        direct_reply: direct_reply.cloned(),
+    })
+}

@@ -1,0 +1,207 @@
+//! The durable half of the wake queue: what `crate::wake` (admission, the one active
+//! turn, retries) records in the store as it goes. These are plane rules, not queue
+//! bookkeeping: a delivery makes the Task WORKING and is skipped when cancel (or the
+//! caller) got there first; giving an activation up fails its Task only when it is the
+//! Task's newest and the Task is not settled; replay offers only what is still
+//! deliverable. The queue calls them; they never call the queue.
+
+use serde_json::json;
+
+use super::agent::status;
+use super::{PlaneError, TaskPlane};
+use crate::events::Accepted;
+use crate::record::{ClaimState, EvidenceKind, MessageRecord, PartRecord, TaskState};
+use crate::store::evidence::{self, NewEvidence};
+use crate::store::tasks::{self, InputRequest};
+use crate::store::{claims, Connection};
+
+/// Unhealthy evidence about an activation of a Task.
+fn unhealthy_wake_evidence(
+    conn: &Connection,
+    kind: &EvidenceKind,
+    activation_id: &str,
+    task_id: &str,
+    reason: &str,
+    now: i64,
+) -> Result<(), PlaneError> {
+    evidence::insert(
+        conn,
+        &NewEvidence {
+            kind,
+            healthy: false,
+            task_id: Some(task_id),
+            activation_id: Some(activation_id),
+            locator: &json!({ "activationId": activation_id }),
+            content: &json!({ "kind": kind.as_str(), "activationId": activation_id, "taskId": task_id, "reason": reason, "at": now }),
+            now_ms: now,
+        },
+    )?;
+    Ok(())
+}
+
+/// What delivering a wake did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Delivery {
+    /// The Task is WORKING and this is delivery `n` of the activation.
+    Delivered { delivery: i64 },
+    /// Nothing to deliver any more (the Task settled or was canceled meanwhile, or the
+    /// activation is no longer live); the reason says which.
+    Skipped(String),
+}
+
+impl TaskPlane {
+    /// Delivers a wake: the Task becomes WORKING, and the claim records WOKEN (on its first
+    /// delivery) and WAKE_DELIVERED n — one transaction, immediately before the agent is
+    /// prompted. A canceled (terminal) Task is skipped: cancel wins over a wake.
+    pub fn deliver_wake(&self, activation_id: &str, task_id: &str) -> Result<Delivery, PlaneError> {
+        let (activation_id, task_id) = (activation_id.to_string(), task_id.to_string());
+        let now = self.now();
+        self.write_publishing(move |tx| {
+            let conn = tx.conn();
+            let Some(claim) = claims::wake_claim(conn, &activation_id, &task_id)? else {
+                return Ok((
+                    Delivery::Skipped(format!(
+                        "activation {activation_id} has no claim for task {task_id}"
+                    )),
+                    vec![],
+                ));
+            };
+            if !claim.state.is_deliverable() {
+                return Ok((
+                    Delivery::Skipped(format!(
+                        "activation {activation_id} is {}",
+                        claim.state.as_str()
+                    )),
+                    vec![],
+                ));
+            }
+            let Some(task) = tasks::by_id(conn, &task_id)? else {
+                return Ok((Delivery::Skipped(format!("task {task_id} is gone")), vec![]));
+            };
+            let state = task.record.state;
+            if state.is_terminal() {
+                return Ok((
+                    Delivery::Skipped(format!("task {task_id} is {}", state.as_str())),
+                    vec![],
+                ));
+            }
+            if task.record.awaits_caller() {
+                return Ok((
+                    Delivery::Skipped(format!("task {task_id} waits for its caller")),
+                    vec![],
+                ));
+            }
+            let mut published = vec![];
+            // WORKING, and no stale note (why an earlier turn failed, why it waited).
+            if state != TaskState::Working || task.record.status_message.is_some() {
+                tasks::set_status(
+                    conn,
+                    task.seq,
+                    TaskState::Working,
+                    None,
+                    now,
+                    InputRequest::Unchanged,
+                )?;
+                published.push(status(&task, TaskState::Working, None, now));
+            }
+            let n = claim.deliveries + 1;
+            if claim.state == ClaimState::Accepted {
+                claims::push_state(conn, &activation_id, ClaimState::Woken, None, now)?;
+            }
+            claims::record_delivery(conn, &activation_id, n, now)?;
+            Ok((Delivery::Delivered { delivery: n }, published))
+        })
+    }
+
+    /// Gives up on an activation: WAKE_FAILED plus unhealthy evidence with `reason`. Startup
+    /// does not resurrect it. When it is the Task's newest activation and the Task is not
+    /// settled, the Task becomes FAILED with `caller_message` (why, and what the caller can
+    /// do) as its status message, so callers waiting on it (blocking sends, streams) are
+    /// answered instead of waiting forever.
+    pub fn fail_wake(
+        &self,
+        activation_id: &str,
+        task_id: &str,
+        kind: EvidenceKind,
+        reason: &str,
+        caller_message: &str,
+    ) -> Result<(), PlaneError> {
+        let (activation_id, task_id, reason, caller_message) = (
+            activation_id.to_string(),
+            task_id.to_string(),
+            reason.to_string(),
+            caller_message.to_string(),
+        );
+        let now = self.now();
+        self.write_publishing(move |tx| {
+            let conn = tx.conn();
+            claims::push_state(
+                conn,
+                &activation_id,
+                ClaimState::WakeFailed,
+                Some(&reason),
+                now,
+            )?;
+            unhealthy_wake_evidence(conn, &kind, &activation_id, &task_id, &reason, now)?;
+            let newest = claims::newest_for_task(conn, &task_id)?;
+            let mut published = vec![];
+            if let Some(task) = tasks::by_id(conn, &task_id)? {
+                if newest.as_deref() == Some(activation_id.as_str())
+                    && !task.record.state.is_terminal()
+                    && !task.record.awaits_caller()
+                {
+                    let message = MessageRecord::agent(vec![PartRecord::text(caller_message)]);
+                    tasks::append_history(conn, &task, &message)?;
+                    tasks::set_status(
+                        conn,
+                        task.seq,
+                        TaskState::Failed,
+                        Some(&message),
+                        now,
+                        InputRequest::Closed,
+                    )?;
+                    published.push(status(&task, TaskState::Failed, Some(&message), now));
+                }
+            }
+            Ok(((), published))
+        })
+    }
+
+    /// Records unhealthy evidence about an activation without changing its state (it stays
+    /// replayable after a restart).
+    pub fn record_unhealthy(
+        &self,
+        activation_id: &str,
+        task_id: &str,
+        kind: EvidenceKind,
+        reason: &str,
+    ) -> Result<(), PlaneError> {
+        let (activation_id, task_id, reason) = (
+            activation_id.to_string(),
+            task_id.to_string(),
+            reason.to_string(),
+        );
+        let now = self.now();
+        self.write(move |tx| {
+            unhealthy_wake_evidence(tx.conn(), &kind, &activation_id, &task_id, &reason, now)?;
+            Ok(())
+        })
+    }
+
+    /// The activations startup may offer, oldest first: for each non-terminal Task, its
+    /// newest activation when that one is ACCEPTED or WOKEN and the Task is not waiting
+    /// for its caller (an unanswered INPUT_REQUIRED/AUTH_REQUIRED Task waits for a newer
+    /// continuation).
+    pub fn wakes_to_replay(&self) -> Result<Vec<Accepted>, PlaneError> {
+        self.read(|conn| {
+            Ok(claims::newest_deliverable(conn)?
+                .into_iter()
+                .map(|d| Accepted {
+                    activation_id: d.activation_id,
+                    task_id: d.task_id,
+                    context_id: d.context_id,
+                })
+                .collect())
+        })
+    }
+}

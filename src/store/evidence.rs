@@ -1,0 +1,78 @@
+//! The `evidence` table: content-addressed records (`sha256:<hex>` of the content) of what
+//! happened, healthy or not, with the locator of the object they are about.
+
+use rusqlite::{params, Connection};
+use serde_json::Value;
+
+use super::StoreError;
+use crate::digest::content_address;
+use crate::record::EvidenceKind;
+
+/// Evidence to record.
+pub struct NewEvidence<'a> {
+    pub kind: &'a EvidenceKind,
+    pub healthy: bool,
+    pub task_id: Option<&'a str>,
+    pub activation_id: Option<&'a str>,
+    pub locator: &'a Value,
+    pub content: &'a Value,
+    pub now_ms: i64,
+}
+
+/// Records evidence and returns its id, the content address of its content: the same
+/// content twice is one record.
+pub fn insert(conn: &Connection, evidence: &NewEvidence<'_>) -> Result<String, StoreError> {
+    let content_text = serde_json::to_string(evidence.content)?;
+    let id = content_address(content_text.as_bytes());
+    conn.prepare_cached(
+        "INSERT OR IGNORE INTO evidence (evidence_id, kind, healthy, task_id, activation_id, locator, content, recorded_ms) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+    )?
+    .execute(params![
+        id,
+        evidence.kind.as_str(),
+        evidence.healthy as i64,
+        evidence.task_id,
+        evidence.activation_id,
+        serde_json::to_string(evidence.locator)?,
+        content_text,
+        evidence.now_ms
+    ])?;
+    Ok(id)
+}
+
+/// One stored piece of evidence.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Evidence {
+    pub evidence_id: String,
+    pub kind: EvidenceKind,
+    pub healthy: bool,
+    pub content: Value,
+}
+
+/// The evidence recorded about Task `task_id`, oldest first.
+pub fn for_task(conn: &Connection, task_id: &str) -> Result<Vec<Evidence>, StoreError> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT evidence_id, kind, healthy, content FROM evidence WHERE task_id = ?1 ORDER BY recorded_ms, evidence_id",
+    )?;
+    let rows = stmt
+        .query_map([task_id], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, String>(1)?,
+                r.get::<_, i64>(2)? != 0,
+                r.get::<_, String>(3)?,
+            ))
+        })?
+        .map(|row| {
+            let (evidence_id, kind, healthy, content) = row?;
+            Ok(Evidence {
+                evidence_id,
+                kind: EvidenceKind::parse(&kind),
+                healthy,
+                content: serde_json::from_str(&content)?,
+            })
+        })
+        .collect::<Result<Vec<_>, StoreError>>()?;
+    Ok(rows)
+}

@@ -1,0 +1,477 @@
+//! The `tasks` table with its `history` and `artifacts`: one row per Task, found by id
+//! (scoped to its principal for callers), listed newest status first, and the SQL forms
+//! of the state sets the rules define on [`TaskState`] and [`TaskRecord`].
+
+use std::sync::LazyLock;
+
+use rusqlite::types::Value as SqlValue;
+use rusqlite::{params, Connection, OptionalExtension, Row};
+use serde_json::Value;
+
+use super::{sql_list, StoreError};
+use crate::record::{ArtifactRecord, Continuation, MessageRecord, TaskRecord, TaskState};
+
+/// A Task's row, without history or artifacts.
+#[derive(Debug, Clone)]
+pub struct TaskRow {
+    /// Insertion order: the key of its history and artifacts, and the listing tiebreak.
+    pub seq: i64,
+    pub record: TaskRecord,
+    /// Moves on each time the Task opens an input request (a reply anchor names one).
+    pub input_request_seq: i64,
+    pub history_len: i64,
+    pub artifact_len: i64,
+    /// The MCP elicitation schema of the open input request, if the agent gave one.
+    pub input_schema: Option<Value>,
+}
+
+const TASK_COLUMNS: &str = "seq, task_id, principal, context_id, source, continuation, state, status_message, \
+     status_ms, created_ms, input_request_seq, input_request_open, extensions, history_len, artifact_len, input_schema";
+
+fn task_from_row(row: &Row<'_>) -> rusqlite::Result<Result<TaskRow, StoreError>> {
+    let continuation: String = row.get(5)?;
+    let state: String = row.get(6)?;
+    let status_message: Option<String> = row.get(7)?;
+    let extensions: String = row.get(12)?;
+    let input_schema: Option<String> = row.get(15)?;
+    let task_id: String = row.get(1)?;
+    let decoded = (|| {
+        let continuation = Continuation::parse(&continuation).ok_or_else(|| {
+            StoreError::Corrupt(format!(
+                "task {task_id}: unknown continuation `{continuation}`"
+            ))
+        })?;
+        let state = parse_state(&task_id, &state)?;
+        let status_message = status_message
+            .map(|m| serde_json::from_str::<MessageRecord>(&m))
+            .transpose()?;
+        let extensions: Vec<String> = serde_json::from_str(&extensions)?;
+        let input_schema = input_schema.map(|s| serde_json::from_str(&s)).transpose()?;
+        Ok::<_, StoreError>((
+            continuation,
+            state,
+            status_message,
+            extensions,
+            input_schema,
+        ))
+    })();
+    Ok(match decoded {
+        Err(e) => Err(e),
+        Ok((continuation, state, status_message, extensions, input_schema)) => Ok(TaskRow {
+            seq: row.get(0)?,
+            record: TaskRecord {
+                task_id,
+                principal: row.get(2)?,
+                context_id: row.get(3)?,
+                source: row.get(4)?,
+                continuation,
+                state,
+                status_message,
+                status_ms: row.get(8)?,
+                created_ms: row.get(9)?,
+                input_request_open: row.get::<_, i64>(11)? != 0,
+                extensions,
+                history: Vec::new(),
+                artifacts: Vec::new(),
+            },
+            input_request_seq: row.get(10)?,
+            history_len: row.get(13)?,
+            artifact_len: row.get(14)?,
+            input_schema,
+        }),
+    })
+}
+
+fn parse_state(task_id: &str, state: &str) -> Result<TaskState, StoreError> {
+    TaskState::parse(state)
+        .ok_or_else(|| StoreError::Corrupt(format!("task {task_id}: unknown state `{state}`")))
+}
+
+// ---- State sets as SQL -----------------------------------------------------------------
+
+/// The terminal states as an SQL list (`('completed', …)`), built from the one definition
+/// of "terminal" ([`TaskState::is_terminal`]).
+pub fn terminal_states_sql() -> String {
+    states_sql(|s| s.is_terminal())
+}
+
+/// The states that are not terminal, as an SQL list: `state IN` it is an index range
+/// where `state NOT IN` the terminal list would scan every Task.
+pub fn live_states_sql() -> String {
+    states_sql(|s| !s.is_terminal())
+}
+
+/// The interrupted states as an SQL list ([`TaskState::is_interrupted`]).
+pub fn interrupted_states_sql() -> String {
+    states_sql(|s| s.is_interrupted())
+}
+
+/// Every state this build knows, as an SQL list.
+pub fn known_states_sql() -> String {
+    states_sql(|_| true)
+}
+
+/// "The Task waits for its caller" ([`TaskRecord::awaits_caller`]) as an SQL condition on
+/// the tasks row named `t`.
+pub fn awaits_caller_sql(t: &str) -> String {
+    format!(
+        "({t}.state IN {} AND {t}.input_request_open = 1)",
+        interrupted_states_sql()
+    )
+}
+
+fn states_sql(keep: impl Fn(TaskState) -> bool) -> String {
+    sql_list(
+        TaskState::ALL
+            .into_iter()
+            .filter(|s| keep(*s))
+            .map(TaskState::as_str),
+    )
+}
+
+// ---- One Task ---------------------------------------------------------------------------
+
+/// The row of Task `task_id`, whoever owns it.
+pub fn by_id(conn: &Connection, task_id: &str) -> Result<Option<TaskRow>, StoreError> {
+    static SQL: LazyLock<String> =
+        LazyLock::new(|| format!("SELECT {TASK_COLUMNS} FROM tasks WHERE task_id = ?1"));
+    conn.prepare_cached(&SQL)?
+        .query_row([task_id], task_from_row)
+        .optional()?
+        .transpose()
+}
+
+/// The row of Task `task_id` if `principal` owns it. A foreign Task is `None`, exactly
+/// like a missing one.
+pub fn owned(
+    conn: &Connection,
+    principal: &str,
+    task_id: &str,
+) -> Result<Option<TaskRow>, StoreError> {
+    // The principal is part of the lookup: a foreign Task's row is never read or decoded,
+    // so it costs what a missing one does (no timing difference to probe).
+    static SQL: LazyLock<String> = LazyLock::new(|| {
+        format!("SELECT {TASK_COLUMNS} FROM tasks WHERE task_id = ?1 AND principal = ?2")
+    });
+    conn.prepare_cached(&SQL)?
+        .query_row([task_id, principal], task_from_row)
+        .optional()?
+        .transpose()
+}
+
+/// A Task to create.
+pub struct NewTask<'a> {
+    pub task_id: &'a str,
+    pub principal: &'a str,
+    pub context_id: &'a str,
+    pub source: &'a str,
+    pub continuation: Continuation,
+    pub state: TaskState,
+    pub extensions: &'a [String],
+    pub now_ms: i64,
+}
+
+/// Inserts a Task whose history will hold one message ([`insert_first_message`] writes
+/// it); returns its `seq`.
+pub fn insert(conn: &Connection, task: &NewTask<'_>) -> Result<i64, StoreError> {
+    Ok(conn
+        .prepare_cached(
+            "INSERT INTO tasks (task_id, principal, context_id, source, continuation, state, status_ms, created_ms, extensions, history_len) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, ?8, 1) RETURNING seq",
+        )?
+        .query_row(
+            params![
+                task.task_id,
+                task.principal,
+                task.context_id,
+                task.source,
+                task.continuation.as_str(),
+                task.state.as_str(),
+                task.now_ms,
+                serde_json::to_string(task.extensions)?
+            ],
+            |r| r.get(0),
+        )?)
+}
+
+/// The first message of a Task just inserted (its history length already counts it).
+pub fn insert_first_message(
+    conn: &Connection,
+    task_seq: i64,
+    message: &MessageRecord,
+) -> Result<(), StoreError> {
+    conn.prepare_cached("INSERT INTO history (task_seq, n, body) VALUES (?1, 0, ?2)")?
+        .execute(params![task_seq, serde_json::to_string(message)?])?;
+    Ok(())
+}
+
+/// The newest `limit` messages of a Task (all when `None`), oldest first.
+pub fn history(
+    conn: &Connection,
+    task_seq: i64,
+    limit: Option<u32>,
+) -> Result<Vec<MessageRecord>, StoreError> {
+    let limit = limit.map(i64::from).unwrap_or(-1);
+    let mut stmt = conn
+        .prepare_cached("SELECT body FROM history WHERE task_seq = ?1 ORDER BY n DESC LIMIT ?2")?;
+    let mut out = stmt
+        .query_map(params![task_seq, limit], |r| r.get::<_, String>(0))?
+        .map(|body| Ok(serde_json::from_str::<MessageRecord>(&body?)?))
+        .collect::<Result<Vec<_>, StoreError>>()?;
+    out.reverse();
+    Ok(out)
+}
+
+/// A Task's artifacts, in the order they were recorded.
+pub fn artifacts(conn: &Connection, task_seq: i64) -> Result<Vec<ArtifactRecord>, StoreError> {
+    let mut stmt =
+        conn.prepare_cached("SELECT body FROM artifacts WHERE task_seq = ?1 ORDER BY n")?;
+    let out = stmt
+        .query_map([task_seq], |r| r.get::<_, String>(0))?
+        .map(|body| Ok(serde_json::from_str::<ArtifactRecord>(&body?)?))
+        .collect::<Result<Vec<_>, StoreError>>()?;
+    Ok(out)
+}
+
+pub fn append_history(
+    conn: &Connection,
+    task: &TaskRow,
+    message: &MessageRecord,
+) -> Result<(), StoreError> {
+    conn.prepare_cached("INSERT INTO history (task_seq, n, body) VALUES (?1, ?2, ?3)")?
+        .execute(params![
+            task.seq,
+            task.history_len,
+            serde_json::to_string(message)?
+        ])?;
+    conn.prepare_cached("UPDATE tasks SET history_len = history_len + 1 WHERE seq = ?1")?
+        .execute([task.seq])?;
+    Ok(())
+}
+
+pub fn append_artifact(
+    conn: &Connection,
+    task: &TaskRow,
+    artifact: &ArtifactRecord,
+) -> Result<(), StoreError> {
+    conn.prepare_cached(
+        "INSERT INTO artifacts (task_seq, n, artifact_id, body) VALUES (?1, ?2, ?3, ?4)",
+    )?
+    .execute(params![
+        task.seq,
+        task.artifact_len,
+        artifact.artifact_id,
+        serde_json::to_string(artifact)?
+    ])?;
+    conn.prepare_cached("UPDATE tasks SET artifact_len = artifact_len + 1 WHERE seq = ?1")?
+        .execute([task.seq])?;
+    Ok(())
+}
+
+/// What a status change does to the Task's input request.
+#[derive(Debug, Clone, Copy)]
+pub enum InputRequest<'a> {
+    /// Left as it is.
+    Unchanged,
+    /// A new request opens (its sequence number moves on), with the agent's elicitation
+    /// schema if it gave one.
+    Open(Option<&'a Value>),
+    /// The open request is answered (or the Task settled): it closes, schema and all.
+    Closed,
+}
+
+/// Sets a Task's status: its state, status message and time, and its input request.
+pub fn set_status(
+    conn: &Connection,
+    task_seq: i64,
+    state: TaskState,
+    message: Option<&MessageRecord>,
+    now_ms: i64,
+    input_request: InputRequest<'_>,
+) -> Result<(), StoreError> {
+    let message = message.map(serde_json::to_string).transpose()?;
+    let (open, bump, schema) = match input_request {
+        InputRequest::Unchanged => (None, 0, None),
+        InputRequest::Open(schema) => (Some(1), 1, schema.map(Value::to_string)),
+        InputRequest::Closed => (Some(0), 0, None),
+    };
+    conn.prepare_cached(
+        "UPDATE tasks SET state = ?2, status_message = ?3, status_ms = ?4, \
+         input_request_open = COALESCE(?5, input_request_open), input_request_seq = input_request_seq + ?6, \
+         input_schema = CASE ?5 WHEN 0 THEN NULL WHEN 1 THEN ?7 ELSE input_schema END \
+         WHERE seq = ?1",
+    )?
+    .execute(params![
+        task_seq,
+        state.as_str(),
+        message,
+        now_ms,
+        open,
+        bump,
+        schema
+    ])?;
+    Ok(())
+}
+
+// ---- Listings ---------------------------------------------------------------------------
+
+/// A position in the listing order: (status time, insertion sequence), descending.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PageCursor {
+    pub status_ms: i64,
+    pub seq: i64,
+}
+
+/// Which of a principal's Tasks one page lists.
+#[derive(Debug, Clone, Default)]
+pub struct PageQuery<'a> {
+    pub context_id: Option<&'a str>,
+    pub state: Option<TaskState>,
+    /// Only Tasks whose status changed at or after this time (Unix ms).
+    pub status_since_ms: Option<i64>,
+    /// Where the previous page ended.
+    pub after: Option<PageCursor>,
+    /// At most this many rows (at least one).
+    pub limit: u32,
+}
+
+/// One page of rows: the rows, where the next page starts (`None` on the last), and how
+/// many match before pagination.
+pub struct Page {
+    pub rows: Vec<TaskRow>,
+    pub next: Option<PageCursor>,
+    pub total: u64,
+}
+
+/// The principal's Tasks that match `query`, newest status first (keyset pagination: a
+/// page boundary is a position, not an offset, so inserts do not shift later pages).
+pub fn page(conn: &Connection, principal: &str, query: &PageQuery<'_>) -> Result<Page, StoreError> {
+    let mut clauses = vec!["principal = ?"];
+    let mut params: Vec<SqlValue> = vec![principal.to_string().into()];
+    if let Some(context_id) = query.context_id {
+        clauses.push("context_id = ?");
+        params.push(context_id.to_string().into());
+    }
+    if let Some(state) = query.state {
+        clauses.push("state = ?");
+        params.push(state.as_str().to_string().into());
+    }
+    if let Some(since) = query.status_since_ms {
+        clauses.push("status_ms >= ?");
+        params.push(since.into());
+    }
+    let matching = clauses.join(" AND ");
+    // Without a context or time filter, the count is kept by the store (schema 4):
+    // one row read instead of counting the principal's Tasks on every page.
+    let maintained = query.context_id.is_none() && query.status_since_ms.is_none();
+    let count_sql = if maintained {
+        format!("SELECT COALESCE(SUM(n), 0) FROM task_counts WHERE {matching}")
+    } else {
+        format!("SELECT COUNT(*) FROM tasks WHERE {matching}")
+    };
+    let total: i64 = conn
+        .prepare_cached(&count_sql)?
+        .query_row(rusqlite::params_from_iter(params.iter()), |r| r.get(0))?;
+    let mut page_clause = "";
+    if let Some(after) = query.after {
+        // A row value, so SQLite seeks the index to the position (an `OR` of the two
+        // comparisons made it scan from the newest Task: page cost grew with depth).
+        page_clause = " AND (status_ms, seq) < (?, ?)";
+        params.extend([after.status_ms.into(), after.seq.into()]);
+    }
+    let limit = i64::from(query.limit.max(1));
+    params.push((limit + 1).into());
+    let sql = format!(
+        "SELECT {TASK_COLUMNS} FROM tasks WHERE {matching}{page_clause} ORDER BY status_ms DESC, seq DESC LIMIT ?"
+    );
+    let mut stmt = conn.prepare_cached(&sql)?;
+    let mut rows = stmt
+        .query_map(rusqlite::params_from_iter(params.iter()), task_from_row)?
+        .map(|row| row?)
+        .collect::<Result<Vec<_>, StoreError>>()?;
+    let more = rows.len() as i64 > limit;
+    rows.truncate(limit as usize);
+    let next = if more {
+        rows.last().map(|t| PageCursor {
+            status_ms: t.record.status_ms,
+            seq: t.seq,
+        })
+    } else {
+        None
+    };
+    Ok(Page {
+        rows,
+        next,
+        total: total as u64,
+    })
+}
+
+/// One line of the operator's view of the store (every principal's Tasks).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TaskSummary {
+    pub task_id: String,
+    pub principal: String,
+    pub context_id: String,
+    pub source: String,
+    pub state: TaskState,
+    pub status_ms: i64,
+    pub created_ms: i64,
+}
+
+/// Which Tasks the operator's view lists (every principal's unless one is named).
+#[derive(Debug, Clone, Default)]
+pub struct SummaryFilter {
+    pub state: Option<TaskState>,
+    pub principal: Option<String>,
+    pub context_id: Option<String>,
+    /// At most this many (1–1000).
+    pub limit: u32,
+}
+
+/// The newest-status Tasks that match `filter`, whoever owns them: the operator's view
+/// (the Pi UI's `/a2a tasks`, the inspection CLI), never a caller's.
+pub fn summaries(
+    conn: &Connection,
+    filter: &SummaryFilter,
+) -> Result<Vec<TaskSummary>, StoreError> {
+    let mut clauses: Vec<&str> = Vec::new();
+    let mut params: Vec<SqlValue> = Vec::new();
+    if let Some(state) = filter.state {
+        clauses.push("state = ?");
+        params.push(state.as_str().to_string().into());
+    }
+    if let Some(principal) = &filter.principal {
+        clauses.push("principal = ?");
+        params.push(principal.clone().into());
+    }
+    if let Some(context_id) = &filter.context_id {
+        clauses.push("context_id = ?");
+        params.push(context_id.clone().into());
+    }
+    let matching = if clauses.is_empty() {
+        String::new()
+    } else {
+        format!(" WHERE {}", clauses.join(" AND "))
+    };
+    params.push(i64::from(filter.limit.clamp(1, 1000)).into());
+    let mut stmt = conn.prepare_cached(&format!(
+        "SELECT task_id, principal, context_id, source, state, status_ms, created_ms FROM tasks{matching} \
+         ORDER BY status_ms DESC, seq DESC LIMIT ?"
+    ))?;
+    let mut rows = stmt.query(rusqlite::params_from_iter(params.iter()))?;
+    let mut found = Vec::new();
+    while let Some(row) = rows.next()? {
+        let task_id: String = row.get(0)?;
+        let state = parse_state(&task_id, &row.get::<_, String>(4)?)?;
+        found.push(TaskSummary {
+            task_id,
+            principal: row.get(1)?,
+            context_id: row.get(2)?,
+            source: row.get(3)?,
+            state,
+            status_ms: row.get(5)?,
+            created_ms: row.get(6)?,
+        });
+    }
+    Ok(found)
+}
