@@ -2,8 +2,6 @@
 //! that waits for its commit), so handlers run them on the runtime's blocking pool and
 //! never on one of the listener's two async workers.
 
-use hyper::StatusCode;
-
 use super::error::ApiError;
 use crate::plane::PlaneError;
 
@@ -13,9 +11,7 @@ pub async fn blocking<T: Send + 'static>(
 ) -> Result<T, ApiError> {
     match tokio::task::spawn_blocking(work).await {
         Ok(result) => result.map_err(ApiError::from),
-        Err(_) => Err(ApiError::new(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "INTERNAL",
+        Err(_) => Err(ApiError::internal(
             "the task plane call failed unexpectedly; nothing was acknowledged",
         )),
     }

@@ -61,6 +61,11 @@ impl ApiError {
         ApiError::new(StatusCode::TOO_MANY_REQUESTS, "RESOURCE_EXHAUSTED", message)
     }
 
+    /// Push notifications are not supported (the card says `pushNotifications: false`).
+    pub fn push_notifications_unsupported(status: StatusCode, message: impl Into<String>) -> Self {
+        ApiError::new(status, "PUSH_NOTIFICATION_NOT_SUPPORTED", message)
+    }
+
     /// 500 INTERNAL: a failure of the task plane itself, not of the request.
     pub fn internal(message: impl Into<String>) -> Self {
         ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "INTERNAL", message)

@@ -531,9 +531,8 @@ async fn handle(
         return response;
     };
     if route == Route::PushConfigs {
-        return respond(Err(ApiError::new(
+        return respond(Err(ApiError::push_notifications_unsupported(
             StatusCode::NOT_IMPLEMENTED,
-            "PUSH_NOTIFICATION_NOT_SUPPORTED",
             "push notifications are not supported by this agent (its card declares pushNotifications: false); poll the Task or subscribe",
         )));
     }

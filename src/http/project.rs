@@ -14,11 +14,9 @@ use super::Ctx;
 use crate::events::TaskEvent;
 use crate::record::TaskRecord;
 use crate::wire::convert::{self, json_to_struct};
+use crate::wire::extensions::OUTFITTER_TASK_KEY;
 use crate::wire::extensions::{TaskLocator, ELICITATION_V1, OUTFITTER_TASK_V1};
 use crate::wire::{self, stream_response, StreamResponse, Task, Timestamp};
-
-/// The metadata key of `outfitter-task/v1` payloads (as its schema says).
-pub const OUTFITTER_METADATA_KEY: &str = "outfitter-task/v1";
 
 /// Only extensions the caller activated are carried on what it reads.
 fn keep_activated(
@@ -29,7 +27,7 @@ fn keep_activated(
     extensions.retain(|uri| activated.iter().any(|a| a == uri));
     if let Some(metadata) = metadata {
         if !activated.iter().any(|a| a == OUTFITTER_TASK_V1) {
-            metadata.fields.remove(OUTFITTER_METADATA_KEY);
+            metadata.fields.remove(OUTFITTER_TASK_KEY);
             metadata.fields.remove(OUTFITTER_TASK_V1);
         }
         if !activated.iter().any(|a| a == ELICITATION_V1) {
@@ -64,7 +62,7 @@ pub fn project_task(ctx: &Ctx, record: &TaskRecord) -> Task {
         let locator = TaskLocator::served_by(&ctx.shared.interface_url, None, &record.task_id);
         let mut metadata = serde_json::Map::new();
         metadata.insert(
-            OUTFITTER_METADATA_KEY.into(),
+            OUTFITTER_TASK_KEY.into(),
             json!({ "task": locator.to_json() }),
         );
         task.metadata = Some(json_to_struct(&metadata));

@@ -41,9 +41,8 @@ async fn parse(ctx: &Ctx, req: Request<Incoming>) -> Result<Parsed, ApiError> {
         .as_ref()
         .is_some_and(|c| c.task_push_notification_config.is_some())
     {
-        return Err(ApiError::new(
+        return Err(ApiError::push_notifications_unsupported(
             StatusCode::BAD_REQUEST,
-            "PUSH_NOTIFICATION_NOT_SUPPORTED",
             "push notifications are not supported by this agent; leave out configuration.taskPushNotificationConfig",
         ));
     }
@@ -74,9 +73,7 @@ async fn accept(ctx: &Ctx, request: &SendMessageRequest) -> Result<Acceptance, A
     // Its own task: a panic in a plane call answers 500, as every other route's does.
     match tokio::spawn(async move { plane.intake(inbound, executor, bound).await }).await {
         Ok(result) => result.map_err(ApiError::from),
-        Err(_) => Err(ApiError::new(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "INTERNAL",
+        Err(_) => Err(ApiError::internal(
             "the task plane call failed unexpectedly; nothing was acknowledged",
         )),
     }
@@ -107,13 +104,7 @@ pub async fn send(ctx: Ctx, req: Request<Incoming>) -> Result<Response<Body>, Ap
                 task_snapshot(&ctx, task_id, history_length).await?,
             )
         }
-        (None, None) => {
-            return Err(ApiError::new(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "INTERNAL",
-                "acceptance without a Task or a reply",
-            ))
-        }
+        (None, None) => return Err(ApiError::internal("acceptance without a Task or a reply")),
     };
     let body = wire::json::encode(&SendMessageResponse {
         payload: Some(payload),
@@ -138,13 +129,9 @@ pub async fn stream(ctx: Ctx, req: Request<Incoming>) -> Result<Response<Body>, 
         });
         return Ok(response);
     }
-    let task_id = acceptance.task_id.ok_or_else(|| {
-        ApiError::new(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "INTERNAL",
-            "acceptance without a Task",
-        )
-    })?;
+    let task_id = acceptance
+        .task_id
+        .ok_or_else(|| ApiError::internal("acceptance without a Task"))?;
     let history_length = request
         .configuration
         .as_ref()

@@ -19,15 +19,11 @@ use crate::wire::{stream_response, StreamResponse};
 /// SSE keep-alive interval.
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
-fn settled(state: crate::record::TaskState) -> bool {
-    state.is_terminal() || state.is_interrupted()
-}
-
 /// Waits until the Task is terminal or interrupted, `timeout` passes, or the listener
 /// shuts down — whichever comes first.
 pub async fn wait_settled(ctx: &Ctx, task_id: &str, timeout: Duration) -> Result<(), ApiError> {
     let mut updates = ctx.shared.plane.events().subscribe(task_id);
-    if settled(read_task(ctx, task_id, Some(0)).await?.state) {
+    if read_task(ctx, task_id, Some(0)).await?.state.is_settled() {
         return Ok(());
     }
     let deadline = tokio::time::Instant::now() + timeout;
@@ -35,7 +31,7 @@ pub async fn wait_settled(ctx: &Ctx, task_id: &str, timeout: Duration) -> Result
     loop {
         tokio::select! {
             update = updates.recv() => match update {
-                Ok(event) if event.state().is_some_and(settled) => return Ok(()),
+                Ok(event) if event.state().is_some_and(crate::record::TaskState::is_settled) => return Ok(()),
                 Ok(_) => {}
                 Err(_) => return Ok(()), // fell behind: the snapshot read next tells the truth
             },
@@ -61,7 +57,7 @@ pub async fn stream_updates(
     let (response, events) = sse::response(&ctx.extensions, slot, ctx.write_timeout());
     // A terminal snapshot always ends the stream (nothing more can happen), even when the
     // Task settled between the caller's checks and this read.
-    let ends_now = record.state.is_terminal() || (close_if_settled && settled(record.state));
+    let ends_now = record.state.is_terminal() || (close_if_settled && record.state.is_settled());
     // Encoded here, so the stream keeps neither the record nor its wire copy: only the
     // bytes, until the client has taken them.
     let first = sse::frame(&StreamResponse {
@@ -77,7 +73,7 @@ pub async fn stream_updates(
             tokio::select! {
                 update = updates.recv() => {
                     let Ok(event) = update else { return };
-                    let ends = event.state().is_some_and(settled);
+                    let ends = event.state().is_some_and(crate::record::TaskState::is_settled);
                     // Only the encoded bytes wait for a slow client.
                     let frame = sse::frame(&event_frame(&ctx, &event));
                     drop(event);
