@@ -87,7 +87,7 @@ test("a plane error's code is the A2A reason the listener gives the same error",
     await agent.startWork(taskId!);
     const userRole = await failure(() => agent.finish(taskId!, "failed", { role: "ROLE_USER", parts: [{ text: "no" }] }));
     assert.equal(userRole.code, "INVALID_ARGUMENT");
-    assert.match(userRole.message, /invalid `message`: must be an agent message/);
+    assert.match(userRole.message, /invalid `message.role`: a message from the agent is ROLE_AGENT/);
   } finally {
     listener.close();
     plane.close();

@@ -261,7 +261,8 @@ fn task_ids(bodies: &[Vec<u8>]) -> Vec<String> {
 /// An in-process agent that settles every accepted Task at once (16 workers, so the
 /// agent's own fsynced writes are not the bottleneck being measured).
 fn instant_agent(plane: TaskPlane, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<()> {
-    let mut accepted = plane.events().subscribe_accepted();
+    // A watch misses no acceptance (a broadcast would drop some once the agent lags).
+    let (watch, accepted) = plane.events().watch_accepted();
     let (tx, rx) = std::sync::mpsc::channel::<String>();
     let rx = Arc::new(std::sync::Mutex::new(rx));
     let workers: Vec<_> = (0..16)
@@ -289,14 +290,11 @@ fn instant_agent(plane: TaskPlane, stop: Arc<AtomicBool>) -> std::thread::JoinHa
         .collect();
     std::thread::spawn(move || {
         while !stop.load(Ordering::SeqCst) {
-            match accepted.try_recv() {
-                Ok(a) => {
-                    let _ = tx.send(a.task_id);
-                }
-                Err(tokio::sync::broadcast::error::TryRecvError::Lagged(_)) => {}
-                Err(_) => std::thread::sleep(Duration::from_micros(200)),
+            if let Ok(a) = accepted.recv_timeout(Duration::from_millis(100)) {
+                let _ = tx.send(a.task_id);
             }
         }
+        plane.events().unwatch(watch);
         drop(tx);
         workers.into_iter().for_each(|w| {
             let _ = w.join();

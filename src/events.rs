@@ -16,8 +16,6 @@ use crate::record::{ArtifactRecord, MessageRecord, TaskState};
 /// How many updates a slow subscriber may fall behind before it is cut off (one commit may
 /// carry many outputs; a channel is allocated only per watched Task).
 const TASK_CHANNEL_CAPACITY: usize = 128;
-/// How many acceptances an agent driver may fall behind.
-const ACCEPTED_CAPACITY: usize = 4096;
 
 /// One durable change of a Task.
 #[derive(Debug, Clone, PartialEq)]
@@ -79,6 +77,8 @@ struct Channels {
     activity: Vec<(u64, mpsc::Sender<Activity>)>,
     /// Acceptance watchers (wake queues) by id; never lag, never poll.
     accepted: Vec<(u64, mpsc::Sender<Accepted>)>,
+    /// Acceptance watchers that await (embedder agents) by id; never lag either.
+    accepted_async: Vec<(u64, tokio::sync::mpsc::UnboundedSender<Accepted>)>,
     next_watcher: u64,
 }
 
@@ -101,18 +101,9 @@ impl Channels {
 }
 
 /// The plane's event bus.
+#[derive(Default)]
 pub struct EventBus {
     channels: Arc<Mutex<Channels>>,
-    accepted: broadcast::Sender<Accepted>,
-}
-
-impl Default for EventBus {
-    fn default() -> Self {
-        EventBus {
-            channels: Arc::default(),
-            accepted: broadcast::channel(ACCEPTED_CAPACITY).0,
-        }
-    }
 }
 
 impl EventBus {
@@ -129,11 +120,6 @@ impl EventBus {
             task_id: task_id.to_string(),
             channels: self.channels.clone(),
         }
-    }
-
-    /// Listens to acceptances (for agent drivers).
-    pub fn subscribe_accepted(&self) -> broadcast::Receiver<Accepted> {
-        self.accepted.subscribe()
     }
 
     /// Watches every Task's activity (see [`Activity`]) until [`EventBus::unwatch`] is
@@ -156,11 +142,23 @@ impl EventBus {
         (id, rx)
     }
 
-    /// Ends the watch `id` (of either kind): its receiver's `recv` returns an error.
+    /// [`EventBus::watch_accepted`] for an async consumer (an embedder's agent): misses
+    /// nothing; acceptances it has not taken yet wait in memory (one small record each)
+    /// until it takes them or [`EventBus::unwatch`] ends the watch.
+    pub fn watch_accepted_async(&self) -> (u64, tokio::sync::mpsc::UnboundedReceiver<Accepted>) {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let mut channels = self.channels.lock().unwrap_or_else(|p| p.into_inner());
+        let id = channels.next_id();
+        channels.accepted_async.push((id, tx));
+        (id, rx)
+    }
+
+    /// Ends the watch `id` (of any kind): its receiver's `recv` returns an error.
     pub fn unwatch(&self, id: u64) {
         let mut channels = self.channels.lock().unwrap_or_else(|p| p.into_inner());
         channels.activity.retain(|(w, _)| *w != id);
         channels.accepted.retain(|(w, _)| *w != id);
+        channels.accepted_async.retain(|(w, _)| *w != id);
     }
 
     pub(crate) fn publish(&self, event: TaskEvent) {
@@ -195,8 +193,10 @@ impl EventBus {
             channels
                 .accepted
                 .retain(|(_, tx)| tx.send(accepted.clone()).is_ok());
+            channels
+                .accepted_async
+                .retain(|(_, tx)| tx.send(accepted.clone()).is_ok());
         }
-        let _ = self.accepted.send(accepted);
     }
 }
 

@@ -9,7 +9,7 @@ use napi::bindgen_prelude::{AsyncTask, PromiseRaw};
 use napi::Env;
 use napi_derive::napi;
 use serde_json::Value;
-use tokio::sync::{broadcast, Mutex, Notify};
+use tokio::sync::{mpsc, Mutex, Notify};
 
 use super::convert::{agent_artifact, agent_message, AcceptedTask};
 use super::plane::TaskPlane;
@@ -46,7 +46,9 @@ js_enum! {
 #[napi]
 pub struct EmbedderAgent {
     plane: plane::TaskPlane,
-    accepted: Arc<Mutex<broadcast::Receiver<Accepted>>>,
+    /// Every acceptance since this agent was obtained, none dropped (a watch on the bus).
+    accepted: Arc<Mutex<mpsc::UnboundedReceiver<Accepted>>>,
+    watch: u64,
     /// The plane's: notified when it closes.
     closing: Arc<Notify>,
 }
@@ -58,11 +60,20 @@ impl TaskPlane {
     /// resident's way to act: Pi's tools go through `AgentBridge`.
     #[napi(catch_unwind)]
     pub fn embedder_agent(&self) -> EmbedderAgent {
+        let (watch, accepted) = self.plane.events().watch_accepted_async();
         EmbedderAgent {
             plane: self.plane.clone(),
-            accepted: Arc::new(Mutex::new(self.plane.events().subscribe_accepted())),
+            accepted: Arc::new(Mutex::new(accepted)),
+            watch,
             closing: self.closing.clone(),
         }
+    }
+}
+
+/// The agent's watch ends with it: acceptances stop queueing for an agent nobody holds.
+impl Drop for EmbedderAgent {
+    fn drop(&mut self) {
+        self.plane.events().unwatch(self.watch);
     }
 }
 
@@ -97,28 +108,14 @@ impl EmbedderAgent {
                 _ = &mut closed => return Ok(None),
                 _ = tokio::time::sleep_until(deadline) => return Ok(None),
             };
-            loop {
-                tokio::select! {
-                    next = receiver.recv() => match next {
-                        Ok(a) => return Ok(Some(AcceptedTask {
-                            activation_id: a.activation_id,
-                            task_id: a.task_id,
-                            context_id: a.context_id,
-                        })),
-                        Err(broadcast::error::RecvError::Lagged(missed)) => {
-                            // The agent fell behind the acceptance queue: say so, and take
-                            // the oldest one still queued.
-                            crate::log::event_at(
-                                tracing::Level::WARN,
-                                "a2a_embedder_agent_lagged",
-                                serde_json::json!({ "missed": missed }),
-                            );
-                        }
-                        Err(broadcast::error::RecvError::Closed) => return Ok(None),
-                    },
-                    _ = &mut closed => return Ok(None),
-                    _ = tokio::time::sleep_until(deadline) => return Ok(None),
-                }
+            tokio::select! {
+                next = receiver.recv() => Ok(next.map(|a| AcceptedTask {
+                    activation_id: a.activation_id,
+                    task_id: a.task_id,
+                    context_id: a.context_id,
+                })),
+                _ = &mut closed => Ok(None),
+                _ = tokio::time::sleep_until(deadline) => Ok(None),
             }
         })
     }
