@@ -364,7 +364,8 @@ impl Store {
     }
 
     /// Runs `work` in the writer's transaction and waits until it is committed (fsynced).
-    /// Must not be called from inside an async runtime; use [`Store::write_async`] there.
+    /// Must not be called from inside an async runtime: async callers run it on the
+    /// runtime's blocking pool (`spawn_blocking`).
     pub fn write<F, R, E>(&self, work: F) -> Result<R, E>
     where
         F: FnOnce(&WriteTx<'_>) -> Result<R, E> + Send + 'static,
@@ -386,18 +387,6 @@ impl Store {
     {
         self.enqueue(work, Some(on_commit))?
             .blocking_recv()
-            .unwrap_or_else(|_| Err(E::from(StoreError::Closed)))
-    }
-
-    /// [`Store::write`] for async callers.
-    pub async fn write_async<F, R, E>(&self, work: F) -> Result<R, E>
-    where
-        F: FnOnce(&WriteTx<'_>) -> Result<R, E> + Send + 'static,
-        R: Send + 'static,
-        E: From<StoreError> + Send + 'static,
-    {
-        self.enqueue(work, None)?
-            .await
             .unwrap_or_else(|_| Err(E::from(StoreError::Closed)))
     }
 
