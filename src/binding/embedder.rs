@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use napi::bindgen_prelude::{AsyncTask, PromiseRaw};
+use napi::bindgen_prelude::{AsyncTask, Object, PromiseRaw};
 use napi::Env;
 use napi_derive::napi;
 use serde_json::Value;
@@ -13,7 +13,7 @@ use tokio::sync::{mpsc, Mutex, Notify};
 
 use super::convert::{agent_artifact, agent_message, AcceptedTask};
 use super::plane::TaskPlane;
-use super::{internal, plane_error, spawn, Json, PlaneCall, Result, Settled};
+use super::{internal, plane_error, queued_write, spawn, Json, PlaneCall, Result, Settled};
 use crate::events::Accepted;
 use crate::plane;
 use crate::record;
@@ -77,6 +77,14 @@ impl Drop for EmbedderAgent {
     }
 }
 
+fn accepted_task(accepted: Accepted) -> AcceptedTask {
+    AcceptedTask {
+        activation_id: accepted.activation_id,
+        task_id: accepted.task_id,
+        context_id: accepted.context_id,
+    }
+}
+
 #[napi]
 impl EmbedderAgent {
     /// The next Task accepted (created or continued) since this agent was obtained, or
@@ -93,6 +101,14 @@ impl EmbedderAgent {
             self.closing.clone(),
             self.plane.clone(),
         );
+        // An acceptance already waiting is handed over at once, on the JS thread: under load
+        // there usually is one, and taking it here saves the runtime's two thread switches.
+        if let (false, Ok(mut receiver)) = (self.plane.is_closed(), self.accepted.try_lock()) {
+            if let Ok(next) = receiver.try_recv() {
+                return PromiseRaw::resolve(env, Settled(Ok(Some(accepted_task(next)))))
+                    .map_err(|e| internal(format!("cannot settle the call: {}", e.reason)));
+            }
+        }
         let deadline = tokio::time::Instant::now()
             + std::time::Duration::from_millis(u64::from(timeout_ms.unwrap_or(1000)));
         // Awaited on the addon's runtime: no thread waits, nothing polls.
@@ -109,11 +125,7 @@ impl EmbedderAgent {
                 _ = tokio::time::sleep_until(deadline) => return Ok(None),
             };
             tokio::select! {
-                next = receiver.recv() => Ok(next.map(|a| AcceptedTask {
-                    activation_id: a.activation_id,
-                    task_id: a.task_id,
-                    context_id: a.context_id,
-                })),
+                next = receiver.recv() => Ok(next.map(accepted_task)),
                 _ = &mut closed => Ok(None),
                 _ = tokio::time::sleep_until(deadline) => Ok(None),
             }
@@ -140,87 +152,83 @@ impl EmbedderAgent {
 
     /// SUBMITTED → WORKING.
     #[napi(ts_return_type = "Promise<void>")]
-    pub fn start_work(&self, task_id: String) -> AsyncTask<PlaneCall<()>> {
-        let plane = self.plane.clone();
-        PlaneCall::new(move || plane.start_work(&task_id).map(|_| ()).map_err(plane_error))
+    pub fn start_work<'env>(&self, env: &'env Env, task_id: String) -> Result<Object<'env>> {
+        queued_write(env, self.plane.start_work_job(&task_id), |_| Ok(()))
     }
 
     /// Records one artifact (an A2A `Artifact`) while the Task is WORKING.
     #[napi(ts_return_type = "Promise<void>")]
-    pub fn record_artifact(
+    pub fn record_artifact<'env>(
         &self,
+        env: &'env Env,
         task_id: String,
         artifact: Value,
-    ) -> Result<AsyncTask<PlaneCall<()>>> {
+    ) -> Result<Object<'env>> {
         let artifact = agent_artifact(artifact)?;
-        let plane = self.plane.clone();
-        Ok(PlaneCall::new(move || {
-            plane
-                .record_artifact(&task_id, artifact)
-                .map_err(plane_error)
-        }))
+        queued_write(env, self.plane.record_artifact_job(&task_id, artifact), Ok)
     }
 
     /// Records `artifacts` in order, then COMPLETED with `message` (an agent Message).
     #[napi(ts_return_type = "Promise<void>")]
-    pub fn complete(
+    pub fn complete<'env>(
         &self,
+        env: &'env Env,
         task_id: String,
         artifacts: Vec<Value>,
         message: Option<Value>,
-    ) -> Result<AsyncTask<PlaneCall<()>>> {
+    ) -> Result<Object<'env>> {
         let artifacts = artifacts
             .into_iter()
             .map(agent_artifact)
             .collect::<Result<Vec<_>>>()?;
         let message = message.map(agent_message).transpose()?;
-        let plane = self.plane.clone();
-        Ok(PlaneCall::new(move || {
-            plane
-                .complete(&task_id, artifacts, message)
-                .map_err(plane_error)
-        }))
+        queued_write(
+            env,
+            self.plane.complete_job(&task_id, artifacts, message),
+            Ok,
+        )
     }
 
     /// Settles the Task as rejected or failed with `message` as the reason.
     #[napi(ts_return_type = "Promise<void>")]
-    pub fn finish(
+    pub fn finish<'env>(
         &self,
+        env: &'env Env,
         task_id: String,
         outcome: UnsuccessfulOutcome,
         message: Value,
-    ) -> Result<AsyncTask<PlaneCall<()>>> {
+    ) -> Result<Object<'env>> {
         let state = match outcome {
             UnsuccessfulOutcome::Rejected => record::TaskState::Rejected,
             UnsuccessfulOutcome::Failed => record::TaskState::Failed,
         };
         let message = agent_message(message)?;
-        let plane = self.plane.clone();
-        Ok(PlaneCall::new(move || {
-            plane
-                .finish_unsuccessfully(&task_id, state, message)
-                .map_err(plane_error)
-        }))
+        queued_write(
+            env,
+            self.plane
+                .finish_unsuccessfully_job(&task_id, state, message),
+            Ok,
+        )
     }
 
     /// Pauses the Task on its caller (for input or for authorization) with `message`.
     #[napi(ts_return_type = "Promise<void>")]
-    pub fn require_input(
+    pub fn require_input<'env>(
         &self,
+        env: &'env Env,
         task_id: String,
         kind: InterruptKind,
         message: Value,
-    ) -> Result<AsyncTask<PlaneCall<()>>> {
+    ) -> Result<Object<'env>> {
         let kind = match kind {
             InterruptKind::InputRequired => plane::InterruptKind::InputRequired,
             InterruptKind::AuthRequired => plane::InterruptKind::AuthRequired,
         };
         let message = agent_message(message)?;
-        let plane = self.plane.clone();
-        Ok(PlaneCall::new(move || {
-            plane
-                .require_input(&task_id, kind, message, None)
-                .map_err(plane_error)
-        }))
+        queued_write(
+            env,
+            self.plane.require_input_job(&task_id, kind, message, None),
+            Ok,
+        )
     }
 }

@@ -27,6 +27,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use std::future::Future;
 
+use napi::bindgen_prelude::Object;
 use napi::bindgen_prelude::{AsyncTask, PromiseRaw, ToNapiValue, TypeName, ValueType};
 use napi::sys;
 use napi::{Env, JsError, Task};
@@ -108,6 +109,34 @@ fn spawn<'env, T: ToNapiValue + Send + 'static>(
 ) -> Result<PromiseRaw<'env, Settled<T>>> {
     env.spawn_future(async move { Ok(Settled(work.await)) })
         .map_err(|e| internal(format!("cannot start the call: {}", e.reason)))
+}
+
+/// A plane write queued from the JS thread; its Promise is settled by the writer thread
+/// right after the commit (JS → writer → JS: neither a libuv pool thread nor a runtime
+/// worker in between). `convert` runs on the writer thread, so it must be cheap; a panic
+/// in it rejects the Promise. A full queue is waited for on the addon runtime's blocking
+/// pool, never on the JS thread.
+fn queued_write<'env, R, T>(
+    env: &'env Env,
+    job: crate::plane::WriteJob<R>,
+    convert: impl FnOnce(R) -> Result<T> + Send + 'static,
+) -> Result<Object<'env>>
+where
+    R: Send + 'static,
+    T: ToNapiValue + Send + 'static,
+{
+    type Resolver<T> = Box<dyn FnOnce(Env) -> napi::Result<Settled<T>>>;
+    let (deferred, promise) = env
+        .create_deferred::<Settled<T>, Resolver<T>>()
+        .map_err(|e| internal(format!("cannot start the call: {}", e.reason)))?;
+    let reply = Box::new(move |result: std::result::Result<R, PlaneError>| {
+        let settled = guarded(move || result.map_err(plane_error).and_then(convert));
+        deferred.resolve(Box::new(move |_| Ok(Settled(settled))));
+    });
+    if let Some(blocked) = job.then(reply) {
+        napi::bindgen_prelude::spawn_blocking(move || blocked.send());
+    }
+    Ok(promise)
 }
 
 /// A string enum at the JS boundary. napi-rs generates its TypeScript type (the union of

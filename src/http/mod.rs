@@ -59,6 +59,15 @@ pub use error::ApiError;
 use crate::config::ListenerConfig;
 use crate::plane::{Executor, TaskPlane};
 
+/// The listener's async workers: two, or one when this process may run on one CPU only
+/// (`taskset`, a cgroup's cpuset): a second worker on the same CPU only adds thread
+/// switches (tasks hop between workers) and buys no parallelism.
+fn listener_workers() -> usize {
+    std::thread::available_parallelism()
+        .map(|n| n.get().min(2))
+        .unwrap_or(2)
+}
+
 /// The body type of every response.
 pub type Body = BoxBody<Bytes, Infallible>;
 
@@ -133,7 +142,7 @@ impl Listener {
         };
         let base_path = base_path_of(&interface_url);
         let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
+            .worker_threads(listener_workers())
             .thread_name("a2a-http")
             .enable_all()
             .build()

@@ -8,7 +8,7 @@
 
 use serde_json::json;
 
-use super::blocking::blocking;
+use super::blocking::short_read;
 use super::error::ApiError;
 use super::Ctx;
 use crate::events::TaskEvent;
@@ -137,9 +137,7 @@ pub async fn read_task(
     task_id: &str,
     history_length: Option<u32>,
 ) -> Result<TaskRecord, ApiError> {
-    let plane = ctx.shared.plane.clone();
-    let (principal, id) = (ctx.principal.clone(), task_id.to_string());
-    blocking(move || plane.get_task(&principal, &id, history_length, true))
-        .await?
+    let plane = &ctx.shared.plane;
+    short_read(|| plane.get_task(&ctx.principal, task_id, history_length, true))?
         .ok_or_else(|| ApiError::task_not_found(task_id))
 }

@@ -2,7 +2,7 @@
 //! and the caller's cancel. Turn authority (which Task the agent may touch now) is checked
 //! by the wake queue before these are called; the state rules are here.
 
-use super::{PlaneError, Published, TaskPlane};
+use super::{PlaneError, Published, TaskPlane, WriteJob};
 use crate::events::TaskEvent;
 use crate::field_error::FieldError;
 use crate::record::{ArtifactRecord, Continuation, MessageRecord, Role, TaskRecord, TaskState};
@@ -69,9 +69,14 @@ impl TaskPlane {
     /// SUBMITTED → WORKING: the agent has been given the Task. A Task already WORKING
     /// stays so; an interrupted or terminal one is refused.
     pub fn start_work(&self, task_id: &str) -> Result<TaskState, PlaneError> {
+        self.start_work_job(task_id).wait()
+    }
+
+    /// [`TaskPlane::start_work`] as a [`WriteJob`].
+    pub fn start_work_job(&self, task_id: &str) -> WriteJob<TaskState> {
         let task_id = task_id.to_string();
         let now = self.now();
-        self.write_publishing(move |tx| {
+        self.publishing_job(move |tx| {
             let task = live_task(tx.conn(), &task_id)?;
             match task.record.state {
                 TaskState::Working => Ok((TaskState::Working, vec![])),
@@ -109,13 +114,29 @@ impl TaskPlane {
         question: MessageRecord,
         input_schema: Option<serde_json::Value>,
     ) -> Result<(), PlaneError> {
-        if let Some(schema) = &input_schema {
-            crate::elicitation::check_requested_schema(schema)?;
+        self.require_input_job(task_id, kind, question, input_schema)
+            .wait()
+    }
+
+    /// [`TaskPlane::require_input`] as a [`WriteJob`].
+    pub fn require_input_job(
+        &self,
+        task_id: &str,
+        kind: InterruptKind,
+        question: MessageRecord,
+        input_schema: Option<serde_json::Value>,
+    ) -> WriteJob<()> {
+        let check = input_schema
+            .as_ref()
+            .map_or(Ok(()), crate::elicitation::check_requested_schema)
+            .map_err(PlaneError::from)
+            .and_then(|_| agent_message(&question));
+        if let Err(err) = check {
+            return WriteJob::refused(err);
         }
-        agent_message(&question)?;
         let task_id = task_id.to_string();
         let now = self.now();
-        self.write_publishing(move |tx| {
+        self.publishing_job(move |tx| {
             let task = live_task(tx.conn(), &task_id)?;
             if task.record.continuation == Continuation::None {
                 return Err(PlaneError::FailedPrecondition(format!(
@@ -146,9 +167,16 @@ impl TaskPlane {
         task_id: &str,
         artifact: ArtifactRecord,
     ) -> Result<(), PlaneError> {
-        artifact_ok(&artifact)?;
+        self.record_artifact_job(task_id, artifact).wait()
+    }
+
+    /// [`TaskPlane::record_artifact`] as a [`WriteJob`].
+    pub fn record_artifact_job(&self, task_id: &str, artifact: ArtifactRecord) -> WriteJob<()> {
+        if let Err(err) = artifact_ok(&artifact) {
+            return WriteJob::refused(err);
+        }
         let task_id = task_id.to_string();
-        self.write_publishing(move |tx| {
+        self.publishing_job(move |tx| {
             let task = live_task(tx.conn(), &task_id)?;
             if task.record.state != TaskState::Working {
                 return Err(PlaneError::FailedPrecondition(format!(
@@ -168,13 +196,26 @@ impl TaskPlane {
         artifacts: Vec<ArtifactRecord>,
         message: Option<MessageRecord>,
     ) -> Result<(), PlaneError> {
-        artifacts.iter().try_for_each(artifact_ok)?;
-        if let Some(message) = &message {
-            agent_message(message)?;
+        self.complete_job(task_id, artifacts, message).wait()
+    }
+
+    /// [`TaskPlane::complete`] as a [`WriteJob`].
+    pub fn complete_job(
+        &self,
+        task_id: &str,
+        artifacts: Vec<ArtifactRecord>,
+        message: Option<MessageRecord>,
+    ) -> WriteJob<()> {
+        let check = artifacts
+            .iter()
+            .try_for_each(artifact_ok)
+            .and_then(|_| message.as_ref().map_or(Ok(()), agent_message));
+        if let Err(err) = check {
+            return WriteJob::refused(err);
         }
         let task_id = task_id.to_string();
         let now = self.now();
-        self.write_publishing(move |tx| {
+        self.publishing_job(move |tx| {
             let mut task = live_task(tx.conn(), &task_id)?;
             let mut published = Vec::with_capacity(artifacts.len() + 1);
             for artifact in &artifacts {
@@ -205,16 +246,29 @@ impl TaskPlane {
         state: TaskState,
         reason: MessageRecord,
     ) -> Result<(), PlaneError> {
+        self.finish_unsuccessfully_job(task_id, state, reason)
+            .wait()
+    }
+
+    /// [`TaskPlane::finish_unsuccessfully`] as a [`WriteJob`].
+    pub fn finish_unsuccessfully_job(
+        &self,
+        task_id: &str,
+        state: TaskState,
+        reason: MessageRecord,
+    ) -> WriteJob<()> {
         if !matches!(state, TaskState::Rejected | TaskState::Failed) {
-            return Err(PlaneError::Invalid(FieldError::new(
+            return WriteJob::refused(PlaneError::Invalid(FieldError::new(
                 "state",
                 "must be rejected or failed",
             )));
         }
-        agent_message(&reason)?;
+        if let Err(err) = agent_message(&reason) {
+            return WriteJob::refused(err);
+        }
         let task_id = task_id.to_string();
         let now = self.now();
-        self.write_publishing(move |tx| {
+        self.publishing_job(move |tx| {
             let task = live_task(tx.conn(), &task_id)?;
             tasks::append_history(tx.conn(), &task, &reason)?;
             tasks::set_status(

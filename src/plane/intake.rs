@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use super::acceptance;
 use super::inbound::{check_content, Intake};
-use super::{PlaneError, Published, TaskPlane};
+use super::{PlaneError, Published, TaskPlane, WriteJob};
 use crate::events::{Accepted, TaskEvent};
 use crate::record::{Continuation, Locator, MessageRecord, Role, TaskState};
 use crate::store::anchors;
@@ -150,11 +150,27 @@ impl TaskPlane {
         message: MessageRecord,
         extensions: Vec<String>,
     ) -> Result<Acceptance, PlaneError> {
+        self.continue_task_job(principal, task_id, context_id, message, extensions)
+            .wait()
+    }
+
+    /// [`TaskPlane::continue_task`] as a [`WriteJob`].
+    pub fn continue_task_job(
+        &self,
+        principal: &str,
+        task_id: &str,
+        context_id: Option<&str>,
+        message: MessageRecord,
+        extensions: Vec<String>,
+    ) -> WriteJob<Acceptance> {
         let intake =
-            self.message_intake(principal, context_id, Some(task_id), message, extensions)?;
+            match self.message_intake(principal, context_id, Some(task_id), message, extensions) {
+                Ok(intake) => intake,
+                Err(err) => return WriteJob::refused(err),
+            };
         let (task_id, context_id) = (task_id.to_string(), context_id.map(str::to_string));
         let now = self.now();
-        self.write_intake(move |tx| {
+        self.intake_job(move |tx| {
             if let Some(prior) = acceptance::prior_outcome(tx.conn(), &intake)? {
                 return Ok(prior);
             }
@@ -209,9 +225,24 @@ impl TaskPlane {
         message: MessageRecord,
         extensions: Vec<String>,
     ) -> Result<Acceptance, PlaneError> {
-        let intake = self.message_intake(principal, context_id, None, message, extensions)?;
+        self.accept_in_context_job(principal, context_id, message, extensions)
+            .wait()
+    }
+
+    /// [`TaskPlane::accept_in_context`] as a [`WriteJob`].
+    pub fn accept_in_context_job(
+        &self,
+        principal: &str,
+        context_id: Option<&str>,
+        message: MessageRecord,
+        extensions: Vec<String>,
+    ) -> WriteJob<Acceptance> {
+        let intake = match self.message_intake(principal, context_id, None, message, extensions) {
+            Ok(intake) => intake,
+            Err(err) => return WriteJob::refused(err),
+        };
         let now = self.now();
-        self.write_intake(move |tx| {
+        self.intake_job(move |tx| {
             if let Some(prior) = acceptance::prior_outcome(tx.conn(), &intake)? {
                 return Ok(prior);
             }
@@ -270,10 +301,27 @@ impl TaskPlane {
         message: MessageRecord,
         reply: MessageRecord,
     ) -> Result<Acceptance, PlaneError> {
-        let intake = self.message_intake(principal, context_id, None, message, Vec::new())?;
-        check_content(&reply, Role::Agent, "reply")?;
+        self.respond_directly_job(principal, context_id, message, reply)
+            .wait()
+    }
+
+    /// [`TaskPlane::respond_directly`] as a [`WriteJob`].
+    pub fn respond_directly_job(
+        &self,
+        principal: &str,
+        context_id: Option<&str>,
+        message: MessageRecord,
+        reply: MessageRecord,
+    ) -> WriteJob<Acceptance> {
+        let intake = self
+            .message_intake(principal, context_id, None, message, Vec::new())
+            .and_then(|intake| check_content(&reply, Role::Agent, "reply").map(|_| intake));
+        let intake = match intake {
+            Ok(intake) => intake,
+            Err(err) => return WriteJob::refused(err),
+        };
         let now = self.now();
-        self.write_intake(move |tx| {
+        self.intake_job(move |tx| {
             if let Some(prior) = acceptance::prior_outcome(tx.conn(), &intake)? {
                 return Ok(prior);
             }
@@ -302,8 +350,16 @@ impl TaskPlane {
         &self,
         work: impl FnOnce(&WriteTx<'_>) -> Result<Acceptance, PlaneError> + Send + 'static,
     ) -> Result<Acceptance, PlaneError> {
+        self.intake_job(work).wait()
+    }
+
+    /// [`TaskPlane::write_intake`] as a [`WriteJob`].
+    fn intake_job(
+        &self,
+        work: impl FnOnce(&WriteTx<'_>) -> Result<Acceptance, PlaneError> + Send + 'static,
+    ) -> WriteJob<Acceptance> {
         let now = self.now();
-        self.write_publishing(move |tx| {
+        self.publishing_job(move |tx| {
             let outcome = work(tx)?;
             let mut published = Vec::new();
             if let (Some(task_id), Disposition::Created | Disposition::Continued) =

@@ -39,6 +39,7 @@ mod route;
 mod session;
 mod sources;
 mod wakes;
+mod write;
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -57,6 +58,7 @@ pub use route::{check_direct_reply, AlwaysTask, Answer, Executor, Inbound};
 pub use session::{session_file, SESSIONS_DIR};
 pub use sources::A2A_SOURCE;
 pub use wakes::Delivery;
+pub use write::WriteJob;
 
 use crate::clock::{Clock, SystemClock};
 use crate::events::{Accepted, EventBus, TaskEvent};
@@ -182,19 +184,26 @@ impl TaskPlane {
         &self,
         work: impl FnOnce(&WriteTx<'_>) -> Result<(R, Vec<Published>), PlaneError> + Send + 'static,
     ) -> Result<R, PlaneError> {
+        self.publishing_job(work).wait()
+    }
+
+    /// [`TaskPlane::write_publishing`] as a [`WriteJob`], for callers that must not block.
+    fn publishing_job<R: Send + 'static>(
+        &self,
+        work: impl FnOnce(&WriteTx<'_>) -> Result<(R, Vec<Published>), PlaneError> + Send + 'static,
+    ) -> WriteJob<R> {
         let bus = self.events.clone();
-        let (result, _) = self.store.write_then(
-            work,
-            Box::new(move |(_, published): &(R, Vec<Published>)| {
+        let publish: crate::store::OnCommit<(R, Vec<Published>)> =
+            Box::new(move |(_, published)| {
                 for p in published {
                     match p {
                         Published::Task(event) => bus.publish(event.clone()),
                         Published::Accepted(accepted) => bus.publish_accepted(accepted.clone()),
                     }
                 }
-            }),
-        )?;
-        Ok(result)
+            });
+        let job = WriteJob::new(&self.store, work, Some(publish));
+        job.map(|(result, _)| result)
     }
 
     /// The plane's event bus: per-Task updates and acceptances.

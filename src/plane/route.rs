@@ -27,7 +27,6 @@ use serde_json::json;
 
 use super::{Acceptance, PlaneError, TaskPlane};
 use crate::record::{MessageRecord, Role};
-use crate::store::StoreError;
 
 /// An executor's answer: `Ok(Some(reply))` answers directly, `Ok(None)` makes the message a
 /// Task, `Err(why)` is a failed executor (the message becomes a Task, and `why` is logged).
@@ -95,41 +94,37 @@ impl TaskPlane {
             message,
             extensions,
         } = inbound;
+        // Writes are awaited (no thread waits for the commit); the duplicate check before
+        // asking the executor is one indexed read, run in place.
         if let Some(task_id) = task_id {
-            let plane = self.clone();
-            return off_runtime(move || {
-                plane.continue_task(
+            return self
+                .continue_task_job(
                     &principal,
                     &task_id,
                     context_id.as_deref(),
                     message,
                     extensions,
                 )
-            })
-            .await;
+                .done()
+                .await;
         }
         if executor.answers() {
-            let plane = self.clone();
-            let (p, c, m) = (principal.clone(), context_id.clone(), message.clone());
-            let prior =
-                off_runtime(move || plane.prior_outcome(&p, c.as_deref(), None, &m)).await?;
-            if let Some(prior) = prior {
+            if let Some(prior) =
+                self.prior_outcome(&principal, context_id.as_deref(), None, &message)?
+            {
                 return Ok(prior);
             }
             if let Some(reply) = ask(executor, &principal, &message, executor_timeout).await {
-                let plane = self.clone();
                 // A concurrent duplicate that won the race gets the first reply verbatim.
-                return off_runtime(move || {
-                    plane.respond_directly(&principal, context_id.as_deref(), message, reply)
-                })
-                .await;
+                return self
+                    .respond_directly_job(&principal, context_id.as_deref(), message, reply)
+                    .done()
+                    .await;
             }
         }
-        let plane = self.clone();
-        off_runtime(move || {
-            plane.accept_in_context(&principal, context_id.as_deref(), message, extensions)
-        })
-        .await
+        self.accept_in_context_job(&principal, context_id.as_deref(), message, extensions)
+            .done()
+            .await
     }
 }
 
@@ -198,17 +193,5 @@ async fn ask(
             crate::log::warn("a2a_executor_failed", fields(refused.to_string()));
             None
         }
-    }
-}
-
-/// Runs a blocking plane call on the runtime's blocking pool. A panic there resumes here,
-/// as it would in a direct call; a runtime shutting down reads as a closed store.
-async fn off_runtime<T: Send + 'static>(
-    work: impl FnOnce() -> Result<T, PlaneError> + Send + 'static,
-) -> Result<T, PlaneError> {
-    match tokio::task::spawn_blocking(work).await {
-        Ok(result) => result,
-        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
-        Err(_) => Err(PlaneError::Store(StoreError::Closed)),
     }
 }

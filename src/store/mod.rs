@@ -156,6 +156,11 @@ impl WriteTx<'_> {
 
 type Completion = Box<dyn FnOnce(Option<StoreError>) + Send>;
 
+/// How a queued write's outcome reaches its caller: called once, on the writer thread,
+/// after the commit that made the result durable (or with the error that kept it from
+/// being so). It must not block: it hands the outcome on (a channel, a Promise).
+pub type Reply<R, E> = Box<dyn FnOnce(Result<R, E>) + Send>;
+
 /// A queued write, type-erased.
 trait Job: Send {
     /// Runs inside the batch transaction. Returns whether it succeeded (its savepoint is
@@ -172,7 +177,7 @@ pub type OnCommit<R> = Box<dyn FnOnce(&R) + Send>;
 struct TypedJob<F, R, E> {
     work: F,
     on_commit: Option<OnCommit<R>>,
-    reply: oneshot::Sender<Result<R, E>>,
+    reply: Reply<R, E>,
 }
 
 impl<F, R, E> Job for TypedJob<F, R, E>
@@ -194,17 +199,48 @@ where
                 (Ok(_), Some(err)) => Err(E::from(err)),
                 (result, _) => result,
             };
-            if let (Ok(value), Some(on_commit)) = (&result, on_commit) {
-                on_commit(value);
+            // A panic in either hook must not take the writer thread down with it.
+            let handed_on = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
+                if let (Ok(value), Some(on_commit)) = (&result, on_commit) {
+                    on_commit(value);
+                }
+                // The caller may have gone away; its records are committed (or not) either
+                // way.
+                reply(result);
+            }));
+            if handed_on.is_err() {
+                crate::log::warn(
+                    "a2a_write_reply_failed",
+                    serde_json::json!({
+                        "error": "a write's commit hook or reply panicked; the write is committed, its caller may not hear back",
+                    }),
+                );
             }
-            // The caller may have gone away; its records are committed (or not) either way.
-            let _ = reply.send(result);
         });
         (ok, completion)
     }
 
     fn abort(self: Box<Self>, err: StoreError) {
-        let _ = self.reply.send(Err(E::from(err)));
+        (self.reply)(Err(E::from(err)));
+    }
+}
+
+/// A write the queue had no room for (it holds [`QUEUE_DEPTH`] jobs): [`Blocked::send`]
+/// queues it from a thread that may wait for room (back-pressure), never from an async
+/// worker or Node's JS thread.
+#[must_use = "the write is queued only when sent"]
+pub struct Blocked {
+    job: Box<dyn Job>,
+    sender: SyncSender<Box<dyn Job>>,
+}
+
+impl Blocked {
+    /// Waits for room in the queue and queues the write (or answers it with
+    /// [`StoreError::Closed`] if the store closed meanwhile).
+    pub fn send(self) {
+        if let Err(mpsc::SendError(job)) = self.sender.send(self.job) {
+            job.abort(StoreError::Closed);
+        }
     }
 }
 
@@ -335,46 +371,56 @@ impl Store {
         Ok(())
     }
 
-    fn enqueue<F, R, E>(
+    /// Queues `work` for the writer without waiting: `reply` is called on the writer thread
+    /// once its outcome is durable (after `on_commit`), or at once if the store is closed.
+    /// When the queue is full the write comes back as [`Blocked`] for the caller to send
+    /// from a thread that may wait.
+    pub fn submit<F, R, E>(
         &self,
         work: F,
         on_commit: Option<OnCommit<R>>,
-    ) -> Result<oneshot::Receiver<Result<R, E>>, E>
+        reply: Reply<R, E>,
+    ) -> Option<Blocked>
     where
         F: FnOnce(&WriteTx<'_>) -> Result<R, E> + Send + 'static,
         R: Send + 'static,
         E: From<StoreError> + Send + 'static,
     {
-        let (reply, receiver) = oneshot::channel();
+        let job: Box<dyn Job> = Box::new(TypedJob {
+            work,
+            on_commit,
+            reply,
+        });
         let sender = self
             .shared
             .sender
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .clone()
-            .ok_or_else(|| E::from(StoreError::Closed))?;
-        sender
-            .send(Box::new(TypedJob {
-                work,
-                on_commit,
-                reply,
-            }))
-            .map_err(|_| E::from(StoreError::Closed))?;
-        Ok(receiver)
+            .clone();
+        let Some(sender) = sender else {
+            job.abort(StoreError::Closed);
+            return None;
+        };
+        match sender.try_send(job) {
+            Ok(()) => None,
+            Err(mpsc::TrySendError::Full(job)) => Some(Blocked { job, sender }),
+            Err(mpsc::TrySendError::Disconnected(job)) => {
+                job.abort(StoreError::Closed);
+                None
+            }
+        }
     }
 
     /// Runs `work` in the writer's transaction and waits until it is committed (fsynced).
-    /// Must not be called from inside an async runtime: async callers run it on the
-    /// runtime's blocking pool (`spawn_blocking`).
+    /// Must not be called from inside an async runtime: async callers use [`Store::submit`]
+    /// and await its reply.
     pub fn write<F, R, E>(&self, work: F) -> Result<R, E>
     where
         F: FnOnce(&WriteTx<'_>) -> Result<R, E> + Send + 'static,
         R: Send + 'static,
         E: From<StoreError> + Send + 'static,
     {
-        self.enqueue(work, None)?
-            .blocking_recv()
-            .unwrap_or_else(|_| Err(E::from(StoreError::Closed)))
+        self.write_blocking(work, None)
     }
 
     /// [`Store::write`], then `on_commit` on the writer thread once the result is durable
@@ -385,7 +431,23 @@ impl Store {
         R: Send + 'static,
         E: From<StoreError> + Send + 'static,
     {
-        self.enqueue(work, Some(on_commit))?
+        self.write_blocking(work, Some(on_commit))
+    }
+
+    fn write_blocking<F, R, E>(&self, work: F, on_commit: Option<OnCommit<R>>) -> Result<R, E>
+    where
+        F: FnOnce(&WriteTx<'_>) -> Result<R, E> + Send + 'static,
+        R: Send + 'static,
+        E: From<StoreError> + Send + 'static,
+    {
+        let (reply, outcome) = oneshot::channel();
+        let reply: Reply<R, E> = Box::new(move |result| {
+            let _ = reply.send(result);
+        });
+        if let Some(blocked) = self.submit(work, on_commit, reply) {
+            blocked.send();
+        }
+        outcome
             .blocking_recv()
             .unwrap_or_else(|_| Err(E::from(StoreError::Closed)))
     }
