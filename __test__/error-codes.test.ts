@@ -183,8 +183,9 @@ test("calls awaited on the addon's runtime reject with the code too", async () =
       payloadDigest: `sha256:${"a".repeat(64)}`,
       recovery: "idempotency_key",
     };
-    assert.equal((await plane.beginDelivery(request)).next, "send");
-    await plane.finishDelivery(request, { providerResponseId: "resp-1" });
+    const step = await plane.beginDelivery(request);
+    assert.equal(step.next, "send");
+    await plane.finishDelivery(request, step.lease!, { providerResponseId: "resp-1" });
     // beginDelivery runs off libuv's pool, on the addon's runtime.
     const conflict = await failure(() => plane.beginDelivery({ ...request, deliveryId: "d-2", payloadDigest: `sha256:${"b".repeat(64)}` }));
     assert.equal(conflict.code, "FAILED_PRECONDITION");

@@ -159,14 +159,14 @@ test("outbound delivery: concurrent identical responses share one provider mutat
       // The provider call's latency, not a synchronisation: the others arrive while it is
       // in flight, and the outcome must not depend on whether they do.
       await new Promise((r) => setTimeout(r, 20));
-      return plane.finishDelivery(request, { providerResponseId: "resp-1" });
+      return plane.finishDelivery(request, step.lease!, { providerResponseId: "resp-1" });
     };
     const outcomes = await Promise.all([deliver(), deliver(), deliver()]);
     assert.equal(mutations, 1);
     assert.deepEqual(outcomes.map((o) => [o.state, o.providerResponseId]), [["delivered", "resp-1"], ["delivered", "resp-1"], ["delivered", "resp-1"]]);
     assert.equal(outcomes.filter((o) => o.sentNow).length, 1);
     await assert.rejects(plane.beginDelivery({ ...request, payloadDigest: `sha256:${"b".repeat(64)}` }), /a reused operation id must carry the same payload/);
-    await assert.rejects(plane.finishDelivery({ ...request, deliveryId: "never-begun" }, { providerResponseId: "x" }), /was not begun/);
+    await assert.rejects(plane.finishDelivery({ ...request, deliveryId: "never-begun" }, "0".repeat(32), { providerResponseId: "x" }), /was not begun/);
   } finally {
     plane.close();
     rmSync(root, { recursive: true, force: true });
