@@ -175,17 +175,26 @@ export declare class StoreInspector {
  */
 export declare class TaskPlane {
   /**
-   * Starts a delivery. Concurrent calls for the same delivery id wait for each other and
-   * share one outcome. `canLookUp`: you have the source's reconciler for `lookup`.
+   * Starts a delivery and, unless it is `finished`, grants you a lease on it for
+   * `leaseMs` (default 30000, 100..=600000). While another caller's lease on the same
+   * delivery id is live this waits (holding no thread) until that caller finishes, and
+   * then shares its outcome, or its lease expires, and then takes the delivery over
+   * through its `recovery`. `canLookUp`: you have the source's reconciler for `lookup`.
    */
-  beginDelivery(request: DeliveryInput, canLookUp?: boolean | undefined | null): Promise<DeliveryStep>
+  beginDelivery(request: DeliveryInput, canLookUp?: boolean | undefined | null, leaseMs?: number | undefined | null): Promise<DeliveryStep>
   /**
-   * The reconciler's answer after `lookup`: `{providerResponseId}` found, `{}` not
-   * found (send now), `{error}` the lookup failed (ambiguous).
+   * The reconciler's answer after `lookup`, with the step's `lease`:
+   * `{providerResponseId}` found, `{}` not found (send now: the step keeps the lease,
+   * renewed), `{error}` the lookup failed (ambiguous). A lease that is not yours, or
+   * that expired and was taken over, is refused (`FAILED_PRECONDITION`).
    */
-  resolveLookup(request: DeliveryInput, providerResponseId?: string | undefined | null, error?: string | undefined | null): Promise<DeliveryStep>
-  /** Records how the mutation went (after `send`) and releases the delivery id. */
-  finishDelivery(request: DeliveryInput, result: SendResult): Promise<DeliveryResult>
+  resolveLookup(request: DeliveryInput, lease: string, providerResponseId?: string | undefined | null, error?: string | undefined | null): Promise<DeliveryStep>
+  /**
+   * Records how the mutation went (after `send`), with the step's `lease`, and ends the
+   * lease. A lease that is not yours, or that expired and was taken over, is refused
+   * (`FAILED_PRECONDITION`): another caller owns the delivery now.
+   */
+  finishDelivery(request: DeliveryInput, lease: string, result: SendResult): Promise<DeliveryResult>
   /**
    * An agent API without turn authority, for an embedder that runs its own agent
    * without Pi (see `EmbedderAgent`); it sees the Tasks accepted from now on. Never the
@@ -374,6 +383,17 @@ export type DeliveryState = 'delivered' | 'not_sent' | 'ambiguous'
 /** What to do next with a delivery. */
 export interface DeliveryStep {
   next: DeliveryNext
+  /**
+   * With `send` and `lookup`: your lease on the delivery, to present to `resolveLookup`
+   * and `finishDelivery`. Opaque; nobody else can finish the delivery while you hold it.
+   */
+  lease?: string
+  /**
+   * With `lease`: when it expires (Unix ms). Until then concurrent callers wait; after
+   * it another caller may take the delivery over (it then refuses your lease).
+   */
+  leaseExpiresAt?: number
+  /** With `finished`: where the delivery ended. */
   outcome?: DeliveryResult
 }
 

@@ -183,12 +183,48 @@ test("calls awaited on the addon's runtime reject with the code too", async () =
       payloadDigest: `sha256:${"a".repeat(64)}`,
       recovery: "idempotency_key",
     };
-    assert.equal((await plane.beginDelivery(request)).next, "send");
-    await plane.finishDelivery(request, { providerResponseId: "resp-1" });
+    const step = await plane.beginDelivery(request);
+    assert.equal(step.next, "send");
+    await plane.finishDelivery(request, step.lease!, { providerResponseId: "resp-1" });
     // beginDelivery runs off libuv's pool, on the addon's runtime.
     const conflict = await failure(() => plane.beginDelivery({ ...request, deliveryId: "d-2", payloadDigest: `sha256:${"b".repeat(64)}` }));
     assert.equal(conflict.code, "FAILED_PRECONDITION");
     assert.match(conflict.message, /a reused operation id must carry the same payload/);
+  } finally {
+    plane.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test("a delivery lease that is not the caller's is FAILED_PRECONDITION; a bad leaseMs INVALID_ARGUMENT", async () => {
+  const { dir, root } = setup();
+  const plane = await TaskPlane.open(root);
+  try {
+    const request: DeliveryInput = {
+      deliveryId: "d-1",
+      principal: "alice",
+      source: "mail",
+      operationId: "op-1",
+      payloadDigest: `sha256:${"a".repeat(64)}`,
+      recovery: "lookup",
+    };
+    const step = await plane.beginDelivery(request);
+    const wrong = await failure(() => plane.finishDelivery(request, "f".repeat(32), { providerResponseId: "resp-1" }));
+    assert.equal(wrong.code, "FAILED_PRECONDITION");
+    assert.match(wrong.message, /^delivery d-1 was not begun with this lease in this process: .*call beginDelivery and present the lease it returns$/);
+    const lookup = await failure(() => plane.resolveLookup(request, "f".repeat(32), "resp-1"));
+    assert.equal(lookup.code, "FAILED_PRECONDITION");
+    // The holder's lease works.
+    const done = await plane.finishDelivery(request, step.lease!, { providerResponseId: "resp-1" });
+    assert.equal(done.state, "delivered");
+
+    for (const leaseMs of [0, 99, 600_001]) {
+      const bad = await failure(() => plane.beginDelivery({ ...request, deliveryId: "d-2" }, false, leaseMs));
+      assert.equal(bad.code, "INVALID_ARGUMENT");
+      assert.equal(bad.message, `invalid \`leaseMs\`: must be 100..=600000 milliseconds (100 ms to 10 min), got ${leaseMs}`);
+    }
+    // Thrown at the call, before anything waits.
+    assert.throws(() => plane.beginDelivery(request, false, 0), (err: Coded) => err.code === "INVALID_ARGUMENT");
   } finally {
     plane.close();
     rmSync(dir, { recursive: true, force: true });

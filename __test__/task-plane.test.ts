@@ -159,14 +159,14 @@ test("outbound delivery: concurrent identical responses share one provider mutat
       // The provider call's latency, not a synchronisation: the others arrive while it is
       // in flight, and the outcome must not depend on whether they do.
       await new Promise((r) => setTimeout(r, 20));
-      return plane.finishDelivery(request, { providerResponseId: "resp-1" });
+      return plane.finishDelivery(request, step.lease!, { providerResponseId: "resp-1" });
     };
     const outcomes = await Promise.all([deliver(), deliver(), deliver()]);
     assert.equal(mutations, 1);
     assert.deepEqual(outcomes.map((o) => [o.state, o.providerResponseId]), [["delivered", "resp-1"], ["delivered", "resp-1"], ["delivered", "resp-1"]]);
     assert.equal(outcomes.filter((o) => o.sentNow).length, 1);
     await assert.rejects(plane.beginDelivery({ ...request, payloadDigest: `sha256:${"b".repeat(64)}` }), /a reused operation id must carry the same payload/);
-    await assert.rejects(plane.finishDelivery({ ...request, deliveryId: "never-begun" }, { providerResponseId: "x" }), /was not begun/);
+    await assert.rejects(plane.finishDelivery({ ...request, deliveryId: "never-begun" }, "0".repeat(32), { providerResponseId: "x" }), /was not begun/);
   } finally {
     plane.close();
     rmSync(root, { recursive: true, force: true });
@@ -200,6 +200,94 @@ test("waiting for wakes and acceptances holds none of libuv's pool threads", asy
   } finally {
     bridge.close();
     plane.close();
+  }
+});
+
+/** The threads of this process (Linux), or undefined elsewhere. */
+async function threadCount(): Promise<number | undefined> {
+  const status = await readFile("/proc/self/status", "utf8").catch(() => undefined);
+  const threads = status?.match(/^Threads:\s+(\d+)$/m)?.[1];
+  return threads === undefined ? undefined : Number(threads);
+}
+
+test("waiting for a held delivery lease holds none of libuv's pool threads", async () => {
+  const root = join(mkdtempSync(join(tmpdir(), "tp-lease-")), "task-plane");
+  const plane = await TaskPlane.open(root);
+  try {
+    const request: DeliveryInput = {
+      deliveryId: "d-pool",
+      principal: "team",
+      source: "mail",
+      operationId: "op-pool",
+      payloadDigest: `sha256:${"c".repeat(64)}`,
+      recovery: "idempotency_key",
+    };
+    // A long lease: the holder ends it by finishing, so nobody waits for it to run out.
+    const holder = await plane.beginDelivery(request, false, 60_000);
+    assert.equal(holder.next, "send");
+    assert.match(holder.lease!, /^[0-9a-f]{32}$/);
+    assert.ok(holder.leaseExpiresAt! > Date.now());
+    const before = await threadCount();
+    // Eight waiters, twice libuv's default pool of four: were each a pool thread, Node's
+    // own fs and crypto work below would queue behind them until the lease ran out.
+    const waiters = Array.from({ length: 8 }, () => plane.beginDelivery(request));
+    const nodeWork = Promise.all([
+      readFile(new URL(import.meta.url)),
+      new Promise((resolve, reject) => pbkdf2("x", "y", 1, 32, "sha256", (err, key) => (err ? reject(err) : resolve(key)))),
+    ]).then(() => "node's pool answered");
+    const first = await Promise.race([nodeWork, Promise.all(waiters).then(() => "the waiters ended")]);
+    assert.equal(first, "node's pool answered");
+    // Nor does a waiter hold a thread of the addon's runtime: it is a future, not a blocked
+    // thread (none is started for them; a blocked one each would start several).
+    const during = await threadCount();
+    if (before !== undefined && during !== undefined) assert.ok(during - before < 4, `the waiters took ${during - before} threads`);
+    // The holder finishes; every waiter shares its outcome (one provider mutation).
+    await plane.finishDelivery(request, holder.lease!, { providerResponseId: "resp-pool" });
+    for (const step of await Promise.all(waiters)) {
+      assert.equal(step.next, "finished");
+      assert.equal(step.lease, undefined);
+      assert.deepEqual([step.outcome!.state, step.outcome!.providerResponseId, step.outcome!.sentNow], ["delivered", "resp-pool", false]);
+    }
+  } finally {
+    plane.close();
+    rmSync(root, { recursive: true, force: true });
+  }
+});
+
+test("an expired delivery lease is taken over through recovery, and the old holder refused", async () => {
+  const root = join(mkdtempSync(join(tmpdir(), "tp-lease-")), "task-plane");
+  const plane = await TaskPlane.open(root);
+  try {
+    const request: DeliveryInput = {
+      deliveryId: "d-taken",
+      principal: "team",
+      source: "mail",
+      operationId: "op-taken",
+      payloadDigest: `sha256:${"d".repeat(64)}`,
+      recovery: "idempotency_key",
+    };
+    // The holder never finishes (it hung); the next caller waits for its lease to run out.
+    const stale = await plane.beginDelivery(request, false, 200);
+    const taken = await plane.beginDelivery(request);
+    assert.equal(taken.next, "send", "the idempotency key makes sending again safe");
+    assert.notEqual(taken.lease, stale.lease);
+    await assert.rejects(plane.finishDelivery(request, stale.lease!, { providerResponseId: "late" }), (err: Error & { code?: string }) => {
+      assert.equal(err.code, "FAILED_PRECONDITION");
+      assert.match(err.message, /^delivery d-taken: this lease expired after 200 ms and was taken over by another caller/);
+      return true;
+    });
+    const done = await plane.finishDelivery(request, taken.lease!, { providerResponseId: "resp-2" });
+    assert.deepEqual([done.state, done.providerResponseId, done.sentNow], ["delivered", "resp-2", true]);
+
+    // Without a reconciler, a lookup delivery taken over fails closed as ambiguous.
+    const lookup = { ...request, deliveryId: "d-lookup", operationId: "op-lookup", recovery: "lookup" as const };
+    await plane.beginDelivery(lookup, false, 200);
+    const blind = await plane.beginDelivery(lookup);
+    assert.equal(blind.next, "finished");
+    assert.equal(blind.outcome!.state, "ambiguous");
+  } finally {
+    plane.close();
+    rmSync(root, { recursive: true, force: true });
   }
 });
 

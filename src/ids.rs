@@ -78,3 +78,14 @@ fn shorten(value: &str) -> String {
 pub fn mint() -> String {
     uuid::Uuid::now_v7().to_string()
 }
+
+/// A fresh delivery lease token: 128 bits from the operating system's generator, as 32
+/// lowercase hex digits. Unguessable, because holding one is what lets a caller finish a
+/// delivery.
+pub fn lease_token() -> String {
+    let mut bytes = [0u8; 16];
+    // Like uuid's own minting: without the OS generator nothing unguessable can be made.
+    getrandom::fill(&mut bytes)
+        .unwrap_or_else(|err| panic!("the operating system's random generator failed: {err}"));
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}

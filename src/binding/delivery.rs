@@ -6,7 +6,7 @@ use napi::Env;
 use napi_derive::napi;
 
 use super::plane::TaskPlane;
-use super::{invalid_arg, off_libuv_pool, plane_error, PlaneCall, Result, Settled};
+use super::{invalid_arg, on_blocking_pool, plane_error, spawn, PlaneCall, Result, Settled};
 use crate::plane;
 
 js_enum! {
@@ -79,6 +79,13 @@ pub struct DeliveryResult {
 #[napi(object)]
 pub struct DeliveryStep {
     pub next: DeliveryNext,
+    /// With `send` and `lookup`: your lease on the delivery, to present to `resolveLookup`
+    /// and `finishDelivery`. Opaque; nobody else can finish the delivery while you hold it.
+    pub lease: Option<String>,
+    /// With `lease`: when it expires (Unix ms). Until then concurrent callers wait; after
+    /// it another caller may take the delivery over (it then refuses your lease).
+    pub lease_expires_at: Option<i64>,
+    /// With `finished`: where the delivery ended.
     pub outcome: Option<DeliveryResult>,
 }
 
@@ -132,17 +139,19 @@ fn delivery_result(outcome: plane::DeliveryOutcome) -> DeliveryResult {
 }
 
 fn delivery_step(start: plane::DeliveryStart) -> DeliveryStep {
+    let leased = |next, lease: plane::DeliveryLease| DeliveryStep {
+        next,
+        lease: Some(lease.token),
+        lease_expires_at: Some(lease.expires_at_ms),
+        outcome: None,
+    };
     match start {
-        plane::DeliveryStart::Send => DeliveryStep {
-            next: DeliveryNext::Send,
-            outcome: None,
-        },
-        plane::DeliveryStart::Lookup => DeliveryStep {
-            next: DeliveryNext::Lookup,
-            outcome: None,
-        },
+        plane::DeliveryStart::Send(lease) => leased(DeliveryNext::Send, lease),
+        plane::DeliveryStart::Lookup(lease) => leased(DeliveryNext::Lookup, lease),
         plane::DeliveryStart::Finished(outcome) => DeliveryStep {
             next: DeliveryNext::Finished,
+            lease: None,
+            lease_expires_at: None,
             outcome: Some(delivery_result(outcome)),
         },
     }
@@ -150,33 +159,50 @@ fn delivery_step(start: plane::DeliveryStart) -> DeliveryStep {
 
 #[napi]
 impl TaskPlane {
-    /// Starts a delivery. Concurrent calls for the same delivery id wait for each other and
-    /// share one outcome. `canLookUp`: you have the source's reconciler for `lookup`.
+    /// Starts a delivery and, unless it is `finished`, grants you a lease on it for
+    /// `leaseMs` (default 30000, 100..=600000). While another caller's lease on the same
+    /// delivery id is live this waits (holding no thread) until that caller finishes, and
+    /// then shares its outcome, or its lease expires, and then takes the delivery over
+    /// through its `recovery`. `canLookUp`: you have the source's reconciler for `lookup`.
     #[napi(ts_return_type = "Promise<DeliveryStep>")]
     pub fn begin_delivery<'env>(
         &self,
         env: &'env Env,
         request: DeliveryInput,
         can_look_up: Option<bool>,
+        lease_ms: Option<u32>,
     ) -> Result<PromiseRaw<'env, Settled<DeliveryStep>>> {
         let request = delivery_request(request);
+        let lease_ms = lease_ms.map(u64::from);
+        // A bad leaseMs throws here, at the call.
+        plane::lease_duration(lease_ms).map_err(plane_error)?;
         let plane = self.plane.clone();
-        // It may wait up to the lease timeout for a concurrent identical delivery: on the
-        // addon's runtime's blocking pool, never on libuv's.
-        off_libuv_pool(env, move || {
-            plane
-                .begin_delivery(&request, can_look_up.unwrap_or(false))
-                .map(delivery_step)
-                .map_err(plane_error)
+        spawn(env, async move {
+            // The wait for another caller's lease is awaited on the addon's runtime: no
+            // thread waits. Only the store write goes to that runtime's blocking pool.
+            let turn = plane
+                .delivery_turn(&request, lease_ms)
+                .await
+                .map_err(plane_error)?;
+            on_blocking_pool(move || {
+                plane
+                    .begin_delivery_turn(turn, &request, can_look_up.unwrap_or(false))
+                    .map(delivery_step)
+                    .map_err(plane_error)
+            })
+            .await
         })
     }
 
-    /// The reconciler's answer after `lookup`: `{providerResponseId}` found, `{}` not
-    /// found (send now), `{error}` the lookup failed (ambiguous).
+    /// The reconciler's answer after `lookup`, with the step's `lease`:
+    /// `{providerResponseId}` found, `{}` not found (send now: the step keeps the lease,
+    /// renewed), `{error}` the lookup failed (ambiguous). A lease that is not yours, or
+    /// that expired and was taken over, is refused (`FAILED_PRECONDITION`).
     #[napi(ts_return_type = "Promise<DeliveryStep>")]
     pub fn resolve_lookup(
         &self,
         request: DeliveryInput,
+        lease: String,
         provider_response_id: Option<String>,
         error: Option<String>,
     ) -> AsyncTask<PlaneCall<DeliveryStep>> {
@@ -188,17 +214,20 @@ impl TaskPlane {
         let plane = self.plane.clone();
         PlaneCall::new(move || {
             plane
-                .resolve_lookup(&request, found)
+                .resolve_lookup(&request, &lease, found)
                 .map(delivery_step)
                 .map_err(plane_error)
         })
     }
 
-    /// Records how the mutation went (after `send`) and releases the delivery id.
+    /// Records how the mutation went (after `send`), with the step's `lease`, and ends the
+    /// lease. A lease that is not yours, or that expired and was taken over, is refused
+    /// (`FAILED_PRECONDITION`): another caller owns the delivery now.
     #[napi(ts_return_type = "Promise<DeliveryResult>")]
     pub fn finish_delivery(
         &self,
         request: DeliveryInput,
+        lease: String,
         result: SendResult,
     ) -> Result<AsyncTask<PlaneCall<DeliveryResult>>> {
         let request = delivery_request(request);
@@ -214,7 +243,7 @@ impl TaskPlane {
         let plane = self.plane.clone();
         Ok(PlaneCall::new(move || {
             plane
-                .finish_delivery(&request, result)
+                .finish_delivery(&request, &lease, result)
                 .map(delivery_result)
                 .map_err(plane_error)
         }))

@@ -273,17 +273,14 @@ fn guarded<T>(work: impl FnOnce() -> Result<T>) -> Result<T> {
     })
 }
 
-/// Runs blocking `work` that may wait long (a lease) on the addon's runtime's blocking
-/// pool, so none of libuv's four pool threads (shared with Node's fs, dns and crypto) waits.
-fn off_libuv_pool<'env, T: ToNapiValue + Send + 'static>(
-    env: &'env Env,
+/// Runs blocking `work` (a store write) on the addon's runtime's blocking pool, for a
+/// future awaited on that runtime ([`spawn`]); a panic becomes an error.
+async fn on_blocking_pool<T: Send + 'static>(
     work: impl FnOnce() -> Result<T> + Send + 'static,
-) -> Result<PromiseRaw<'env, Settled<T>>> {
-    spawn(env, async move {
-        napi::bindgen_prelude::spawn_blocking(move || guarded(work))
-            .await
-            .unwrap_or_else(|e| Err(internal(e)))
-    })
+) -> Result<T> {
+    napi::bindgen_prelude::spawn_blocking(move || guarded(work))
+        .await
+        .unwrap_or_else(|e| Err(internal(e)))
 }
 
 /// Runs one plane call on the libuv thread pool.

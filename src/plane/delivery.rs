@@ -1,20 +1,37 @@
 //! Outbound delivery of a response to a provider, at most one provider mutation per
 //! delivery.
 //!
-//! - Serialized per delivery id: concurrent identical responses wait for one another, so
-//!   they share one durable transition and one provider mutation; the later callers get
-//!   the first one's outcome.
+//! - **Leases.** [`TaskPlane::begin_delivery`] grants its caller a lease on the delivery
+//!   id ([`DeliveryLease`]): an unguessable token (128 random bits) that expires after
+//!   `lease_ms` (default 30 s, 100 ms to 10 min). [`TaskPlane::resolve_lookup`] and
+//!   [`TaskPlane::finish_delivery`] must present it: any other token, or one whose lease
+//!   expired and was taken over by another caller, is refused (`FailedPrecondition`). A
+//!   lease that expired but nobody took over is still honoured: its holder is still the
+//!   only one. A lookup that answers "not found, send" keeps the lease (renewed).
+//! - **Waiting.** A concurrent caller for a leased id waits until the holder finishes, and
+//!   then reads the stored outcome (concurrent identical responses share one durable
+//!   transition and one provider mutation), or until the lease expires, and then takes it
+//!   over: the stored state is `sending`, so it recovers exactly as after a crash (below).
+//!   It never waits past the lease's expiry, except while a call that presented the lease
+//!   in time is being recorded (one store write): a lease does not expire mid-call.
+//!   Awaiting [`TaskPlane::delivery_turn`] holds no thread while it waits (the addon does
+//!   that); the blocking [`TaskPlane::begin_delivery`] waits on a Condvar.
+//! - **In this process only.** Leases live in memory (one process per store root: the
+//!   root's lock says so); after a crash, the stored `sending` state drives recovery.
 //! - A delivery id (or operation id) reused with a different payload digest is refused.
-//! - Recovery of a delivery found in `sending` (the process died mid-send) follows its
-//!   declared policy: an idempotency key makes resending safe; `lookup` asks the source's
-//!   reconciler whether the mutation happened, and without one fails closed as
-//!   `ambiguous`; the ambiguous policy goes straight to `ambiguous`.
+//! - Recovery of a delivery found in `sending` (the process died mid-send, or a lease
+//!   expired and was taken over) follows its declared policy: an idempotency key makes
+//!   resending safe; `lookup` asks the source's reconciler whether the mutation happened,
+//!   and without one fails closed as `ambiguous`; the ambiguous policy goes straight to
+//!   `ambiguous`.
 //! - `ambiguous` is final: recorded with unhealthy evidence, never retried automatically.
 
-use std::collections::HashSet;
-use std::sync::{Condvar, Mutex};
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 use serde_json::json;
+use tokio::sync::watch;
 
 use super::{PlaneError, TaskPlane};
 use crate::field_error::FieldError;
@@ -22,6 +39,7 @@ use crate::ids::check_identifier;
 use crate::record::{DeliveryState, EvidenceKind, Recovery};
 use crate::store::deliveries::{self, NewDelivery, StoredDelivery};
 use crate::store::evidence::{self, NewEvidence};
+use crate::store::StoreError;
 
 /// One response to deliver.
 #[derive(Debug, Clone)]
@@ -67,69 +85,336 @@ pub trait Reconciler {
     fn lookup(&self, request: &DeliveryRequest) -> Result<Option<String>, String>;
 }
 
-/// Deliveries in progress in this process (one process per store root): a delivery id is
-/// leased from `begin_delivery` until `finish_delivery`, and a second caller waits.
-#[derive(Default)]
-pub(super) struct InFlight {
-    leased: Mutex<HashSet<String>>,
-    released: Condvar,
+/// A lease's length when the caller names none.
+pub const DEFAULT_LEASE_MS: u64 = 30_000;
+/// The shortest lease a caller may ask for.
+pub const MIN_LEASE_MS: u64 = 100;
+/// The longest lease a caller may ask for.
+pub const MAX_LEASE_MS: u64 = 600_000;
+/// How many taken-over leases are remembered, so their holders' late calls are told why
+/// they are refused (the rest are told the lease is unknown).
+const TAKEN_OVER_KEPT: usize = 1024;
+
+/// A lease on a delivery id: whoever presents `token` alone may resolve or finish the
+/// delivery.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeliveryLease {
+    /// Opaque and unguessable: 128 random bits as 32 hex digits.
+    pub token: String,
+    /// When the lease expires, by the plane's clock (Unix ms).
+    pub expires_at_ms: i64,
+    /// The same moment on the monotonic clock, which is the one that decides.
+    pub expires_at: Instant,
 }
-
-impl InFlight {
-    /// Leases `delivery_id`, waiting up to [`LEASE_WAIT`] for another caller to finish.
-    fn acquire(&self, delivery_id: &str) -> Result<(), PlaneError> {
-        let deadline = std::time::Instant::now() + LEASE_WAIT;
-        let mut leased = self.leased.lock().unwrap_or_else(|p| p.into_inner());
-        while leased.contains(delivery_id) {
-            let now = std::time::Instant::now();
-            if now >= deadline {
-                return Err(PlaneError::FailedPrecondition(format!(
-                    "delivery {delivery_id} has been in progress in this process for over {}s; \
-                     finish it (finishDelivery) before starting it again",
-                    LEASE_WAIT.as_secs()
-                )));
-            }
-            leased = self
-                .released
-                .wait_timeout(leased, deadline - now)
-                .unwrap_or_else(|p| p.into_inner())
-                .0;
-        }
-        leased.insert(delivery_id.to_string());
-        Ok(())
-    }
-
-    fn is_leased(&self, delivery_id: &str) -> bool {
-        self.leased
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .contains(delivery_id)
-    }
-
-    fn release(&self, delivery_id: &str) -> bool {
-        let removed = self
-            .leased
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(delivery_id);
-        self.released.notify_all();
-        removed
-    }
-}
-
-/// How long a second caller waits for a delivery id another caller holds.
-const LEASE_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// What the caller of `begin_delivery` must do next.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DeliveryStart {
-    /// Perform the provider mutation now, then call `finish_delivery`.
-    Send,
+    /// Perform the provider mutation now, then call `finish_delivery` with the lease.
+    Send(DeliveryLease),
     /// Ask the source's reconciler whether the mutation happened, then call
-    /// `resolve_lookup`.
-    Lookup,
-    /// Nothing to send: this is the delivery's outcome.
+    /// `resolve_lookup` with the lease.
+    Lookup(DeliveryLease),
+    /// Nothing to send: this is the delivery's outcome. No lease is held.
     Finished(DeliveryOutcome),
+}
+
+/// What a begun delivery needs, before its lease is granted.
+enum Step {
+    Send,
+    Lookup,
+    Finished(DeliveryOutcome),
+}
+
+/// The leases on delivery ids in this process (one process per store root). Who waits on
+/// what is in `src/store/CONCURRENCY.md`.
+#[derive(Default)]
+pub(super) struct Leases {
+    table: Mutex<LeaseTable>,
+    /// Signalled on every change, for callers that wait blocking.
+    changed: Condvar,
+}
+
+#[derive(Default)]
+struct LeaseTable {
+    held: HashMap<String, Held>,
+    /// Leases that expired and were taken over, newest last (the last [`TAKEN_OVER_KEPT`]).
+    taken_over: VecDeque<TakenOver>,
+    closed: bool,
+}
+
+struct Held {
+    token: String,
+    lease: Duration,
+    /// When it expires; `None` while the call that grants it (the begin) or a call that
+    /// presented it is being recorded.
+    expires: Option<Instant>,
+    /// Wakes async waiters on a change; dropped with the lease, which wakes them too.
+    changed: watch::Sender<()>,
+}
+
+struct TakenOver {
+    delivery_id: String,
+    token: String,
+    lease: Duration,
+}
+
+/// A caller's turn at a delivery id: its lease, pinned (it cannot expire) while the call
+/// is recorded. Dropped without being granted, it ends the lease: a failed or panicking
+/// call leaves no lease behind.
+pub struct DeliveryTurn {
+    leases: Arc<Leases>,
+    delivery_id: String,
+    token: String,
+    lease: Duration,
+    /// The expired lease this turn took over, if it did.
+    took_over: Option<Duration>,
+    /// Whether dropping the turn ends the lease.
+    ends_on_drop: bool,
+}
+
+impl DeliveryTurn {
+    /// Keeps the lease, now expiring `lease` from now: the caller holds it.
+    fn grant(mut self, now_ms: i64) -> DeliveryLease {
+        self.ends_on_drop = false;
+        let expires_at = Instant::now() + self.lease;
+        let mut table = self.leases.lock();
+        if let Some(held) = table.held.get_mut(&self.delivery_id) {
+            if held.token == self.token {
+                held.expires = Some(expires_at);
+                held.changed.send_replace(());
+            }
+        }
+        drop(table);
+        self.leases.changed.notify_all();
+        DeliveryLease {
+            token: self.token.clone(),
+            expires_at_ms: now_ms.saturating_add(self.lease.as_millis() as i64),
+            expires_at,
+        }
+    }
+}
+
+impl Drop for DeliveryTurn {
+    fn drop(&mut self) {
+        if self.ends_on_drop {
+            self.leases.release(&self.delivery_id, &self.token);
+        }
+    }
+}
+
+/// What a caller of [`Leases::try_acquire`] gets: its turn, or the lease to wait out.
+enum Acquire {
+    Turn(DeliveryTurn),
+    /// Another caller holds the id until then (`None`: its call is being recorded).
+    Wait(Option<Instant>),
+}
+
+impl Leases {
+    fn lock(&self) -> MutexGuard<'_, LeaseTable> {
+        self.table.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A turn at `delivery_id` if it is free or its lease expired (taken over), else what
+    /// to wait for. Decided under the table's lock, which the caller holds.
+    fn try_acquire(
+        self: &Arc<Self>,
+        table: &mut LeaseTable,
+        delivery_id: &str,
+        lease: Duration,
+    ) -> Result<Acquire, PlaneError> {
+        if table.closed {
+            return Err(PlaneError::Store(StoreError::Closed));
+        }
+        let mut took_over = None;
+        if let Some(held) = table.held.get(delivery_id) {
+            match held.expires {
+                Some(at) if at <= Instant::now() => {
+                    took_over = Some(held.lease);
+                    table.taken_over.push_back(TakenOver {
+                        delivery_id: delivery_id.to_string(),
+                        token: held.token.clone(),
+                        lease: held.lease,
+                    });
+                    if table.taken_over.len() > TAKEN_OVER_KEPT {
+                        table.taken_over.pop_front();
+                    }
+                }
+                until => return Ok(Acquire::Wait(until)),
+            }
+        }
+        let token = crate::ids::lease_token();
+        // Replacing an expired lease drops its sender: its other waiters wake and now wait
+        // for this one.
+        table.held.insert(
+            delivery_id.to_string(),
+            Held {
+                token: token.clone(),
+                lease,
+                expires: None,
+                changed: watch::channel(()).0,
+            },
+        );
+        Ok(Acquire::Turn(DeliveryTurn {
+            leases: self.clone(),
+            delivery_id: delivery_id.to_string(),
+            token,
+            lease,
+            took_over,
+            ends_on_drop: true,
+        }))
+    }
+
+    /// A turn at `delivery_id`, blocking this thread while another caller's live lease
+    /// holds it.
+    fn acquire_blocking(
+        self: &Arc<Self>,
+        delivery_id: &str,
+        lease: Duration,
+    ) -> Result<DeliveryTurn, PlaneError> {
+        let mut table = self.lock();
+        loop {
+            table = match self.try_acquire(&mut table, delivery_id, lease)? {
+                Acquire::Turn(turn) => return Ok(turn),
+                Acquire::Wait(Some(until)) => {
+                    let wait = until.saturating_duration_since(Instant::now());
+                    self.changed
+                        .wait_timeout(table, wait)
+                        .unwrap_or_else(|p| p.into_inner())
+                        .0
+                }
+                Acquire::Wait(None) => self.changed.wait(table).unwrap_or_else(|p| p.into_inner()),
+            };
+        }
+    }
+
+    /// A turn at `delivery_id`, awaited: no thread waits while another caller's live lease
+    /// holds it.
+    async fn acquire(
+        self: &Arc<Self>,
+        delivery_id: &str,
+        lease: Duration,
+    ) -> Result<DeliveryTurn, PlaneError> {
+        loop {
+            // Subscribed under the lock that decided to wait, so no change is missed.
+            let (until, mut changed) = {
+                let mut table = self.lock();
+                match self.try_acquire(&mut table, delivery_id, lease)? {
+                    Acquire::Turn(turn) => return Ok(turn),
+                    Acquire::Wait(until) => match table.held.get(delivery_id) {
+                        Some(held) => (until, held.changed.subscribe()),
+                        None => continue,
+                    },
+                }
+            };
+            match until {
+                Some(at) => {
+                    let _ = tokio::time::timeout_at(at.into(), changed.changed()).await;
+                }
+                None => {
+                    let _ = changed.changed().await;
+                }
+            }
+        }
+    }
+
+    /// The holder's turn for a call that presents `token`, or why it is refused.
+    fn present(
+        self: &Arc<Self>,
+        delivery_id: &str,
+        token: &str,
+    ) -> Result<DeliveryTurn, PlaneError> {
+        let mut table = self.lock();
+        if table.closed {
+            return Err(PlaneError::Store(StoreError::Closed));
+        }
+        match table.held.get_mut(delivery_id) {
+            Some(held) if held.token == token => {
+                if held.expires.is_none() {
+                    return Err(PlaneError::FailedPrecondition(format!(
+                        "delivery {delivery_id}: another call that presented this lease is still being recorded; \
+                         a lease takes one resolveLookup or finishDelivery at a time"
+                    )));
+                }
+                held.expires = None;
+                Ok(DeliveryTurn {
+                    leases: self.clone(),
+                    delivery_id: delivery_id.to_string(),
+                    token: token.to_string(),
+                    lease: held.lease,
+                    took_over: None,
+                    ends_on_drop: true,
+                })
+            }
+            _ => Err(refused(&table, delivery_id, token)),
+        }
+    }
+
+    /// Ends `token`'s lease on `delivery_id`, if it is still the one held.
+    fn release(&self, delivery_id: &str, token: &str) {
+        let mut table = self.lock();
+        if table
+            .held
+            .get(delivery_id)
+            .is_some_and(|h| h.token == token)
+        {
+            // Dropping its sender wakes the async waiters.
+            table.held.remove(delivery_id);
+        }
+        drop(table);
+        self.changed.notify_all();
+    }
+
+    /// Ends every lease and wakes every waiter: the plane is closed.
+    pub(super) fn close(&self) {
+        let mut table = self.lock();
+        table.closed = true;
+        table.held.clear();
+        drop(table);
+        self.changed.notify_all();
+    }
+}
+
+/// Why a call presenting `token` for `delivery_id` is refused, for people.
+fn refused(table: &LeaseTable, delivery_id: &str, token: &str) -> PlaneError {
+    let taken_over = table
+        .taken_over
+        .iter()
+        .rev()
+        .find(|t| t.delivery_id == delivery_id && t.token == token);
+    PlaneError::FailedPrecondition(match taken_over {
+        Some(t) => format!(
+            "delivery {delivery_id}: this lease expired after {} ms and was taken over by another caller, \
+             who now owns the delivery and recovers it by its policy; record nothing with this lease: \
+             call beginDelivery again to learn the outcome, with a longer leaseMs if the provider call takes that long",
+            t.lease.as_millis()
+        ),
+        None => format!(
+            "delivery {delivery_id} was not begun with this lease in this process: the lease was never granted \
+             for it here (leases do not survive a restart) or it already ended (finishDelivery, or a resolveLookup \
+             that finished the delivery); call beginDelivery and present the lease it returns"
+        ),
+    })
+}
+
+/// The lease a caller asked for (`None`: the default), checked.
+pub fn lease_duration(lease_ms: Option<u64>) -> Result<Duration, PlaneError> {
+    let ms = lease_ms.unwrap_or(DEFAULT_LEASE_MS);
+    if !(MIN_LEASE_MS..=MAX_LEASE_MS).contains(&ms) {
+        return Err(PlaneError::Invalid(FieldError::new(
+            "leaseMs",
+            format!(
+                "must be {MIN_LEASE_MS}..={MAX_LEASE_MS} milliseconds (100 ms to 10 min), got {ms}"
+            ),
+        )));
+    }
+    Ok(Duration::from_millis(ms))
+}
+
+/// Checks a request to begin and its lease, giving the lease's length.
+fn check_begin(request: &DeliveryRequest, lease_ms: Option<u64>) -> Result<Duration, PlaneError> {
+    check_request(request)?;
+    lease_duration(lease_ms)
 }
 
 fn check_request(request: &DeliveryRequest) -> Result<(), PlaneError> {
@@ -149,147 +434,193 @@ fn check_request(request: &DeliveryRequest) -> Result<(), PlaneError> {
 impl TaskPlane {
     /// Delivers `request` with `send` (the provider mutation, returning the provider's
     /// response id), at most once per delivery id; see the module docs for the rules.
+    /// Blocks while another caller holds the delivery's lease; holds a default lease
+    /// ([`DEFAULT_LEASE_MS`]) across `send`, and ends it if `send` panics.
     pub fn deliver(
         &self,
         request: DeliveryRequest,
         reconciler: Option<&dyn Reconciler>,
         send: impl FnOnce() -> Result<String, SendFailure>,
     ) -> Result<DeliveryOutcome, PlaneError> {
-        let mut next = self.begin_delivery(&request, reconciler.is_some())?;
-        if next == DeliveryStart::Lookup {
+        let mut next = self.begin_delivery(&request, reconciler.is_some(), None)?;
+        if let DeliveryStart::Lookup(lease) = next {
             let found = reconciler.map(|r| r.lookup(&request)).unwrap_or(Ok(None));
-            next = self.resolve_lookup(&request, found)?;
+            next = self.resolve_lookup(&request, &lease.token, found)?;
         }
         match next {
             DeliveryStart::Finished(outcome) => Ok(outcome),
-            DeliveryStart::Lookup => unreachable!("a lookup is resolved above"),
-            DeliveryStart::Send => {
-                // Released even if `send` panics, so other callers are not stuck.
-                struct Lease<'a>(&'a TaskPlane, &'a str, bool);
-                impl Drop for Lease<'_> {
+            DeliveryStart::Lookup(_) => unreachable!("a lookup is resolved above"),
+            DeliveryStart::Send(lease) => {
+                // Ended even if `send` panics, so other callers need not wait for it to
+                // expire (the stored `sending` state then drives their recovery).
+                struct EndOnPanic<'a>(&'a TaskPlane, &'a str, &'a str, bool);
+                impl Drop for EndOnPanic<'_> {
                     fn drop(&mut self) {
-                        if self.2 {
-                            self.0.deliveries.release(self.1);
+                        if self.3 {
+                            self.0.deliveries.release(self.1, self.2);
                         }
                     }
                 }
-                let mut lease = Lease(self, &request.delivery_id, true);
+                let mut guard = EndOnPanic(self, &request.delivery_id, &lease.token, true);
                 let result = send();
-                lease.2 = false;
-                drop(lease);
-                self.finish_delivery(&request, result)
+                guard.3 = false;
+                drop(guard);
+                self.finish_delivery(&request, &lease.token, result)
             }
         }
     }
 
-    /// Starts a delivery: leases its id (waiting while another caller holds it), records
-    /// it `prepared` (or checks the stored one carries the same payload), and says what to
-    /// do next. `can_look_up`: the caller has the source's reconciler at hand.
+    /// Starts a delivery, blocking this thread while another caller's live lease holds
+    /// its id: takes a lease on the id (`lease_ms`, default [`DEFAULT_LEASE_MS`]), records
+    /// it `prepared` (or checks the stored one carries the same payload), and says what
+    /// to do next. `can_look_up`: the caller has the source's reconciler at hand.
     pub fn begin_delivery(
         &self,
         request: &DeliveryRequest,
         can_look_up: bool,
+        lease_ms: Option<u64>,
     ) -> Result<DeliveryStart, PlaneError> {
-        check_request(request)?;
-        self.deliveries.acquire(&request.delivery_id)?;
-        let next = self.begin_leased(request, can_look_up);
-        if !matches!(next, Ok(DeliveryStart::Send) | Ok(DeliveryStart::Lookup)) {
-            self.deliveries.release(&request.delivery_id);
+        let lease = check_begin(request, lease_ms)?;
+        let turn = self
+            .deliveries
+            .acquire_blocking(&request.delivery_id, lease)?;
+        self.begin_delivery_turn(turn, request, can_look_up)
+    }
+
+    /// The first half of [`TaskPlane::begin_delivery`] for async callers: waits, holding
+    /// no thread, until this caller may begin `request` (the id is free, or the lease on
+    /// it expired and is taken over). Then call [`TaskPlane::begin_delivery_turn`] where a
+    /// store write may block.
+    pub async fn delivery_turn(
+        &self,
+        request: &DeliveryRequest,
+        lease_ms: Option<u64>,
+    ) -> Result<DeliveryTurn, PlaneError> {
+        let lease = check_begin(request, lease_ms)?;
+        self.deliveries.acquire(&request.delivery_id, lease).await
+    }
+
+    /// The second half of [`TaskPlane::begin_delivery`] (it blocks on one store write):
+    /// records the delivery and grants the turn's lease if there is something to do.
+    pub fn begin_delivery_turn(
+        &self,
+        turn: DeliveryTurn,
+        request: &DeliveryRequest,
+        can_look_up: bool,
+    ) -> Result<DeliveryStart, PlaneError> {
+        if turn.delivery_id != request.delivery_id {
+            return Err(PlaneError::FailedPrecondition(format!(
+                "this turn is for delivery {}, not {}; begin each delivery with its own turn",
+                turn.delivery_id, request.delivery_id
+            )));
         }
-        next
+        if let Some(expired) = turn.took_over {
+            crate::log::warn(
+                "delivery_lease_taken_over",
+                json!({
+                    "deliveryId": request.delivery_id,
+                    "leaseMs": expired.as_millis() as u64,
+                    "recovery": request.recovery.as_str(),
+                }),
+            );
+        }
+        // An error, or nothing to send, drops the turn: the lease ends.
+        Ok(match self.begin_leased(request, can_look_up)? {
+            Step::Send => DeliveryStart::Send(turn.grant(self.now())),
+            Step::Lookup => DeliveryStart::Lookup(turn.grant(self.now())),
+            Step::Finished(outcome) => DeliveryStart::Finished(outcome),
+        })
     }
 
     fn begin_leased(
         &self,
         request: &DeliveryRequest,
         can_look_up: bool,
-    ) -> Result<DeliveryStart, PlaneError> {
+    ) -> Result<Step, PlaneError> {
         let row = self.prepare_delivery(request)?;
         match row.state {
             DeliveryState::Delivered => {
-                return Ok(DeliveryStart::Finished(DeliveryOutcome::Delivered {
+                return Ok(Step::Finished(DeliveryOutcome::Delivered {
                     provider_response_id: row.provider_response_id.unwrap_or_default(),
                     sent_now: false,
                 }))
             }
             DeliveryState::Ambiguous => {
-                return Ok(DeliveryStart::Finished(DeliveryOutcome::Ambiguous {
+                return Ok(Step::Finished(DeliveryOutcome::Ambiguous {
                     detail: row.detail.unwrap_or_default(),
                 }))
             }
             DeliveryState::Sending => match request.recovery {
                 Recovery::IdempotencyKey => {}
-                Recovery::Lookup if can_look_up => return Ok(DeliveryStart::Lookup),
+                Recovery::Lookup if can_look_up => return Ok(Step::Lookup),
                 Recovery::Lookup => {
                     return self
                         .mark_ambiguous(
                             request,
-                            "the process stopped while sending, and no reconciler can look the delivery up: \
-                             failing closed instead of sending again",
+                            "the delivery was left in sending (the process stopped, or its lease expired), \
+                             and no reconciler can look it up: failing closed instead of sending again",
                         )
-                        .map(DeliveryStart::Finished)
+                        .map(Step::Finished)
                 }
                 Recovery::Ambiguous => {
                     return self
                         .mark_ambiguous(
                             request,
-                            "the process stopped while sending and the source cannot tell whether the mutation happened",
+                            "the delivery was left in sending (the process stopped, or its lease expired), \
+                             and the source cannot tell whether the mutation happened",
                         )
-                        .map(DeliveryStart::Finished)
+                        .map(Step::Finished)
                 }
             },
             DeliveryState::Prepared | DeliveryState::Failed => {}
         }
         self.set_delivery_state(request, DeliveryState::Sending, None, None)?;
-        Ok(DeliveryStart::Send)
+        Ok(Step::Send)
     }
 
-    /// Takes the reconciler's answer for a `Lookup`: found → delivered (no second
-    /// mutation); not found → send now; the lookup failed → ambiguous.
+    /// Takes the reconciler's answer for a `Lookup`, from the holder of `lease`: found →
+    /// delivered (no second mutation); not found → send now, under the same lease
+    /// (renewed); the lookup failed → ambiguous.
     pub fn resolve_lookup(
         &self,
         request: &DeliveryRequest,
+        lease: &str,
         found: Result<Option<String>, String>,
     ) -> Result<DeliveryStart, PlaneError> {
-        let next = match found {
-            Ok(Some(provider_response_id)) => self
-                .set_delivery_state(
+        let turn = self.deliveries.present(&request.delivery_id, lease)?;
+        // An error, or a finished delivery, drops the turn: the lease ends.
+        Ok(match found {
+            Ok(Some(provider_response_id)) => {
+                self.set_delivery_state(
                     request,
                     DeliveryState::Delivered,
                     Some(&provider_response_id),
                     None,
-                )
-                .map(|_| {
-                    DeliveryStart::Finished(DeliveryOutcome::Delivered {
-                        provider_response_id,
-                        sent_now: false,
-                    })
-                }),
-            Ok(None) => self
-                .set_delivery_state(request, DeliveryState::Sending, None, None)
-                .map(|_| DeliveryStart::Send),
-            Err(err) => self
-                .mark_ambiguous(request, &format!("the reconciler's lookup failed: {err}"))
-                .map(DeliveryStart::Finished),
-        };
-        if !matches!(next, Ok(DeliveryStart::Send)) {
-            self.deliveries.release(&request.delivery_id);
-        }
-        next
+                )?;
+                DeliveryStart::Finished(DeliveryOutcome::Delivered {
+                    provider_response_id,
+                    sent_now: false,
+                })
+            }
+            Ok(None) => {
+                self.set_delivery_state(request, DeliveryState::Sending, None, None)?;
+                DeliveryStart::Send(turn.grant(self.now()))
+            }
+            Err(err) => DeliveryStart::Finished(
+                self.mark_ambiguous(request, &format!("the reconciler's lookup failed: {err}"))?,
+            ),
+        })
     }
 
-    /// Records how the provider mutation went and releases the delivery id.
+    /// Records how the provider mutation went, from the holder of `lease`, and ends the
+    /// lease.
     pub fn finish_delivery(
         &self,
         request: &DeliveryRequest,
+        lease: &str,
         result: Result<String, SendFailure>,
     ) -> Result<DeliveryOutcome, PlaneError> {
-        if !self.deliveries.is_leased(&request.delivery_id) {
-            return Err(PlaneError::FailedPrecondition(format!(
-                "delivery {} was not begun in this process; call beginDelivery first",
-                request.delivery_id
-            )));
-        }
+        let turn = self.deliveries.present(&request.delivery_id, lease)?;
         let outcome = match result {
             Ok(provider_response_id) => self
                 .set_delivery_state(
@@ -307,7 +638,7 @@ impl TaskPlane {
                 .map(|_| DeliveryOutcome::NotSent { detail }),
             Err(SendFailure::Unknown(detail)) => self.mark_ambiguous(request, &detail),
         };
-        self.deliveries.release(&request.delivery_id);
+        drop(turn);
         outcome
     }
 

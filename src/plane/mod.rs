@@ -48,7 +48,10 @@ use std::sync::{Arc, RwLock};
 pub use crate::digest::content_address;
 pub use crate::record::Recovery;
 pub use agent::InterruptKind;
-pub use delivery::{DeliveryOutcome, DeliveryRequest, DeliveryStart, Reconciler, SendFailure};
+pub use delivery::{
+    lease_duration, DeliveryLease, DeliveryOutcome, DeliveryRequest, DeliveryStart, DeliveryTurn,
+    Reconciler, SendFailure, DEFAULT_LEASE_MS, MAX_LEASE_MS, MIN_LEASE_MS,
+};
 pub use error::PlaneError;
 pub use inspect::{Inspector, StoreStats};
 pub use intake::{Acceptance, Activation, Disposition};
@@ -93,7 +96,7 @@ pub struct TaskPlane {
     clock: Arc<dyn Clock>,
     retention_ms: i64,
     sources: Arc<RwLock<HashMap<String, Continuation>>>,
-    deliveries: Arc<delivery::InFlight>,
+    deliveries: Arc<delivery::Leases>,
     events: Arc<EventBus>,
     startup: CompactionReport,
 }
@@ -123,7 +126,7 @@ impl TaskPlane {
                 A2A_SOURCE.to_string(),
                 Continuation::ExplicitTaskId,
             )]))),
-            deliveries: Arc::new(delivery::InFlight::default()),
+            deliveries: Arc::new(delivery::Leases::default()),
             events: Arc::new(EventBus::default()),
             startup: CompactionReport::default(),
         };
@@ -147,6 +150,8 @@ impl TaskPlane {
     /// Closes the store and releases the root's lock. Idempotent.
     pub fn close(&self) {
         self.store.close();
+        // Ends the delivery leases and wakes their waiters, who find the plane closed.
+        self.deliveries.close();
     }
 
     pub fn is_closed(&self) -> bool {
