@@ -24,6 +24,12 @@ export declare class A2AListener {
    * file readable by others).
    */
   get warnings(): Array<string>
+  /**
+   * Replaces the executor (see `ListenerOptions.executor`) for messages that arrive from
+   * now on; `null` removes it: every new message becomes a Task without a call into JS.
+   * Throws `FAILED_PRECONDITION` once the listener is closed.
+   */
+  setExecutor(executor: ((request: ExecutorRequest) => Promise<Record<string, unknown> | null | undefined>) | null): void
   /** The interface URL (as in the Agent Card). */
   get url(): string
   /** The bound port. */

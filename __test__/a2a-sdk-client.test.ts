@@ -247,6 +247,31 @@ test("a JS executor answers a simple interaction with a direct Message, its dupl
   }
 });
 
+test("setExecutor puts an executor on a running listener and takes it off again", async () => {
+  let asked = 0;
+  const executor = async () => {
+    asked += 1;
+    return { role: "ROLE_AGENT", parts: [{ text: "direct" }] };
+  };
+  const sdk = await clientFor(TOKEN);
+  const before = await sdk.sendMessage(request(message("no executor yet")));
+  assert.ok("status" in before, "without an executor: a Task");
+  listener.setExecutor(executor);
+  try {
+    const direct = await sdk.sendMessage(request(message("now one answers")));
+    assert.ok(!("status" in direct), "with an executor: a direct Message");
+    assert.equal(textOf(direct.parts), "direct");
+  } finally {
+    listener.setExecutor(null);
+  }
+  const after = await sdk.sendMessage(request(message("taken off again")));
+  assert.ok("status" in after, "executor removed: a Task");
+  assert.equal(asked, 1, "asked only while it was set");
+  const closed = A2AListener.start(plane, { port: 0, credentialsPath: credentials });
+  closed.close();
+  assert.throws(() => closed.setExecutor(null), (err: Error & { code?: string }) => err.code === "FAILED_PRECONDITION");
+});
+
 test("errors reach the client as typed A2A errors", async () => {
   await assert.rejects(client.getTask({ tenant: "", id: "no-such-task" }), (err: Error & { reason?: string; name: string }) => {
     assert.equal(err.name, "TaskNotFoundError");

@@ -63,10 +63,12 @@ export default function a2aTaskPlane(pi: ExtensionAPI): void {
     if (data && responder) log("a2a_executor_replaced", { message: "a second direct responder replaced the first" }, "warn");
     responder = (data as ((request: ExecutorRequest) => unknown) | null | undefined) ?? undefined;
     log(responder ? "a2a_executor_registered" : "a2a_executor_removed", {});
+    listener?.setExecutor(responder ? executor : null);
   });
-  // The listener's executor: the registered responder's answer, else a Task. The addon
-  // bounds its time (A2A_EXECUTOR_TIMEOUT_MS) and makes a late, failed or malformed answer
-  // a Task with a log line.
+  // The listener's executor while a responder is registered: its answer, else a Task. The
+  // addon bounds its time (A2A_EXECUTOR_TIMEOUT_MS) and makes a late, failed or malformed
+  // answer a Task with a log line. Without a responder the listener has no executor, so a
+  // message costs no call into JS.
   const executor = async (request: ExecutorRequest): Promise<Record<string, unknown> | null | undefined> =>
     responder ? ((await responder(request)) as Record<string, unknown> | null | undefined) : null;
 
@@ -130,7 +132,7 @@ export default function a2aTaskPlane(pi: ExtensionAPI): void {
     try {
       plane = await TaskPlane.open();
       bridge = await AgentBridge.start(plane);
-      if (listenerEnabled()) listener = A2AListener.start(plane, { executor });
+      if (listenerEnabled()) listener = A2AListener.start(plane, responder ? { executor } : {});
     } catch (err) {
       await closeAll();
       startProblem = startFailure(err);

@@ -75,6 +75,16 @@ impl Executor for JsExecutor {
     }
 }
 
+/// The executor for a JS function, or the one that makes every message a Task.
+fn executor_of(callback: Option<JsExecutorFn>) -> Arc<dyn Executor> {
+    match callback {
+        Some(callback) => Arc::new(JsExecutor {
+            callback: Arc::new(callback),
+        }),
+        None => Arc::new(AlwaysTask),
+    }
+}
+
 /// Options of `A2AListener.start`; anything left out comes from the `A2A_*` environment
 /// variables (and their defaults).
 #[napi(object, object_to_js = false)]
@@ -204,12 +214,7 @@ impl A2aListener {
     #[napi(factory, catch_unwind)]
     pub fn start(plane: &TaskPlane, options: Option<ListenerOptions>) -> Result<A2aListener> {
         let mut options = options.unwrap_or_default();
-        let executor: Arc<dyn Executor> = match options.executor.take() {
-            Some(callback) => Arc::new(JsExecutor {
-                callback: Arc::new(callback),
-            }),
-            None => Arc::new(AlwaysTask),
-        };
+        let executor = executor_of(options.executor.take());
         let config = listener_config(options)?;
         let listener = http::Listener::start(plane.plane.clone(), config, executor)
             .map_err(failed_precondition)?;
@@ -226,6 +231,30 @@ impl A2aListener {
     #[napi(getter)]
     pub fn warnings(&self) -> Vec<String> {
         self.warnings.clone()
+    }
+
+    /// Replaces the executor (see `ListenerOptions.executor`) for messages that arrive from
+    /// now on; `null` removes it: every new message becomes a Task without a call into JS.
+    /// Throws `FAILED_PRECONDITION` once the listener is closed.
+    #[napi(
+        catch_unwind,
+        ts_args_type = "executor: ((request: ExecutorRequest) => Promise<Record<string, unknown> | null | undefined>) | null"
+    )]
+    pub fn set_executor(&self, executor: Option<JsExecutorFn>) -> Result<()> {
+        match self
+            .inner
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+        {
+            Some(listener) => {
+                listener.set_executor(executor_of(executor));
+                Ok(())
+            }
+            None => Err(failed_precondition(
+                "the A2A listener is closed; start a new one with A2AListener.start",
+            )),
+        }
     }
 
     /// The interface URL (as in the Agent Card).

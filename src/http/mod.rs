@@ -76,7 +76,8 @@ pub(crate) struct Shared {
     pub plane: TaskPlane,
     pub config: ListenerConfig,
     pub credentials: Credentials,
-    pub executor: Arc<dyn Executor>,
+    /// Replaceable while serving ([`Listener::set_executor`]).
+    pub executor: ExecutorSlot,
     pub card: card::CardDocument,
     /// The interface URL (the card's `supportedInterfaces[0].url`), without a trailing `/`.
     pub interface_url: String,
@@ -87,8 +88,12 @@ pub(crate) struct Shared {
     pub page_tokens: page_token::PageTokens,
 }
 
+/// The listener's executor, replaceable while it serves.
+pub(crate) type ExecutorSlot = Arc<std::sync::RwLock<Arc<dyn Executor>>>;
+
 /// A running listener.
 pub struct Listener {
+    executor: ExecutorSlot,
     runtime: Option<tokio::runtime::Runtime>,
     shutdown: watch::Sender<bool>,
     serve: Option<tokio::task::JoinHandle<()>>,
@@ -155,6 +160,7 @@ impl Listener {
             max_streams: config.max_streams,
             max_streams_per_principal: config.max_streams_per_principal,
         });
+        let executor: ExecutorSlot = Arc::new(std::sync::RwLock::new(executor));
         let shared = Arc::new(Shared {
             connections,
             page_tokens,
@@ -162,7 +168,7 @@ impl Listener {
             plane,
             config,
             credentials,
-            executor,
+            executor: executor.clone(),
             interface_url: interface_url.clone(),
             base_path,
             shutdown: shutdown_rx,
@@ -177,6 +183,7 @@ impl Listener {
             json!({ "bind": local_addr.to_string(), "url": interface_url }),
         );
         Ok(Listener {
+            executor,
             runtime: Some(runtime),
             shutdown: shutdown_tx,
             serve: Some(serve),
@@ -184,6 +191,12 @@ impl Listener {
             interface_url,
             warnings,
         })
+    }
+
+    /// Replaces the executor for the messages that arrive from now on (a message already
+    /// being decided keeps the one it started with).
+    pub fn set_executor(&self, executor: Arc<dyn Executor>) {
+        *self.executor.write().unwrap_or_else(|p| p.into_inner()) = executor;
     }
 
     /// What the operator should fix although the listener started (e.g. a credentials

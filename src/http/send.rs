@@ -68,7 +68,12 @@ async fn accept(ctx: &Ctx, request: &SendMessageRequest) -> Result<Acceptance, A
         extensions: ctx.extensions.clone(),
     };
     let plane = ctx.shared.plane.clone();
-    let executor = ctx.shared.executor.clone();
+    let executor = ctx
+        .shared
+        .executor
+        .read()
+        .unwrap_or_else(|p| p.into_inner())
+        .clone();
     let bound = Duration::from_millis(ctx.shared.config.executor_timeout_ms);
     // Its own task: a panic in a plane call answers 500, as every other route's does.
     match tokio::spawn(async move { plane.intake(inbound, executor, bound).await }).await {
