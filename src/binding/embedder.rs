@@ -51,6 +51,8 @@ pub struct EmbedderAgent {
     watch: u64,
     /// The plane's: notified when it closes.
     closing: Arc<Notify>,
+    /// Settles this agent's write Promises, a batch at a time.
+    settler: Arc<super::settle::Settler>,
 }
 
 #[napi]
@@ -59,14 +61,16 @@ impl TaskPlane {
     /// without Pi (see `EmbedderAgent`); it sees the Tasks accepted from now on. Never the
     /// resident's way to act: Pi's tools go through `AgentBridge`.
     #[napi(catch_unwind)]
-    pub fn embedder_agent(&self) -> EmbedderAgent {
+    pub fn embedder_agent(&self, env: &Env) -> Result<EmbedderAgent> {
+        let settler = super::settle::Settler::new(env)?;
         let (watch, accepted) = self.plane.events().watch_accepted_async();
-        EmbedderAgent {
+        Ok(EmbedderAgent {
             plane: self.plane.clone(),
             accepted: Arc::new(Mutex::new(accepted)),
             watch,
             closing: self.closing.clone(),
-        }
+            settler,
+        })
     }
 }
 
@@ -153,7 +157,12 @@ impl EmbedderAgent {
     /// SUBMITTED → WORKING.
     #[napi(ts_return_type = "Promise<void>")]
     pub fn start_work<'env>(&self, env: &'env Env, task_id: String) -> Result<Object<'env>> {
-        queued_write(env, self.plane.start_work_job(&task_id), |_| Ok(()))
+        queued_write(
+            env,
+            &self.settler,
+            self.plane.start_work_job(&task_id),
+            |_| Ok(()),
+        )
     }
 
     /// Records one artifact (an A2A `Artifact`) while the Task is WORKING.
@@ -165,7 +174,12 @@ impl EmbedderAgent {
         artifact: Value,
     ) -> Result<Object<'env>> {
         let artifact = agent_artifact(artifact)?;
-        queued_write(env, self.plane.record_artifact_job(&task_id, artifact), Ok)
+        queued_write(
+            env,
+            &self.settler,
+            self.plane.record_artifact_job(&task_id, artifact),
+            Ok,
+        )
     }
 
     /// Records `artifacts` in order, then COMPLETED with `message` (an agent Message).
@@ -184,6 +198,7 @@ impl EmbedderAgent {
         let message = message.map(agent_message).transpose()?;
         queued_write(
             env,
+            &self.settler,
             self.plane.complete_job(&task_id, artifacts, message),
             Ok,
         )
@@ -205,6 +220,7 @@ impl EmbedderAgent {
         let message = agent_message(message)?;
         queued_write(
             env,
+            &self.settler,
             self.plane
                 .finish_unsuccessfully_job(&task_id, state, message),
             Ok,
@@ -227,6 +243,7 @@ impl EmbedderAgent {
         let message = agent_message(message)?;
         queued_write(
             env,
+            &self.settler,
             self.plane.require_input_job(&task_id, kind, message, None),
             Ok,
         )

@@ -111,13 +111,14 @@ fn spawn<'env, T: ToNapiValue + Send + 'static>(
         .map_err(|e| internal(format!("cannot start the call: {}", e.reason)))
 }
 
-/// A plane write queued from the JS thread; its Promise is settled by the writer thread
-/// right after the commit (JS → writer → JS: neither a libuv pool thread nor a runtime
-/// worker in between). `convert` runs on the writer thread, so it must be cheap; a panic
-/// in it rejects the Promise. A full queue is waited for on the addon runtime's blocking
-/// pool, never on the JS thread.
+/// A plane write queued from the JS thread; its Promise is settled right after the commit,
+/// with the rest of its batch, by one wake of the JS thread ([`settle`]): JS → writer → JS,
+/// neither a libuv pool thread nor a runtime worker in between. `convert` runs on the
+/// writer thread, so it must be cheap; a panic in it rejects the Promise. A full queue is
+/// waited for on the addon runtime's blocking pool, never on the JS thread.
 fn queued_write<'env, R, T>(
     env: &'env Env,
+    settler: &std::sync::Arc<settle::Settler>,
     job: crate::plane::WriteJob<R>,
     convert: impl FnOnce(R) -> Result<T> + Send + 'static,
 ) -> Result<Object<'env>>
@@ -125,13 +126,11 @@ where
     R: Send + 'static,
     T: ToNapiValue + Send + 'static,
 {
-    type Resolver<T> = Box<dyn FnOnce(Env) -> napi::Result<Settled<T>>>;
-    let (deferred, promise) = env
-        .create_deferred::<Settled<T>, Resolver<T>>()
-        .map_err(|e| internal(format!("cannot start the call: {}", e.reason)))?;
+    let (pending, promise) = settler.promise::<T>(env)?;
     let reply = Box::new(move |result: std::result::Result<R, PlaneError>| {
-        let settled = guarded(move || result.map_err(plane_error).and_then(convert));
-        deferred.resolve(Box::new(move |_| Ok(Settled(settled))));
+        pending.settle(guarded(move || {
+            result.map_err(plane_error).and_then(convert)
+        }));
     });
     if let Some(blocked) = job.then(reply) {
         napi::bindgen_prelude::spawn_blocking(move || blocked.send());
@@ -219,6 +218,7 @@ pub mod inspector;
 pub mod listener;
 pub mod logging;
 pub mod plane;
+mod settle;
 
 /// The error for a value outside a string enum: names the parameter and its values.
 fn invalid_enum(

@@ -225,6 +225,33 @@ where
     }
 }
 
+/// What runs once a batch's replies have all been called ([`at_batch_end`]).
+type BatchEndHooks = Vec<Box<dyn FnOnce()>>;
+
+thread_local! {
+    /// On the writer thread while it answers a batch: its [`BatchEndHooks`].
+    static BATCH_END: std::cell::RefCell<Option<BatchEndHooks>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// Runs `hook` once the replies of the commit being answered have all been called, when
+/// called from a reply on the writer thread; anywhere else, at once. A reply that wakes
+/// another thread can leave the waking to one hook per batch, so a commit of many jobs
+/// wakes that thread once instead of once per job.
+pub fn at_batch_end(hook: impl FnOnce() + 'static) {
+    let hook: Box<dyn FnOnce()> = Box::new(hook);
+    let hook = BATCH_END.with(|hooks| match hooks.borrow_mut().as_mut() {
+        Some(hooks) => {
+            hooks.push(hook);
+            None
+        }
+        None => Some(hook),
+    });
+    if let Some(hook) = hook {
+        hook();
+    }
+}
+
 /// A write the queue had no room for (it holds [`QUEUE_DEPTH`] jobs): [`Blocked::send`]
 /// queues it from a thread that may wait for room (back-pressure), never from an async
 /// worker or Node's JS thread.
@@ -823,6 +850,7 @@ fn writer_loop(
                 .step("commit")
                 .and_then(|_| conn.execute_batch("COMMIT").map_err(StoreError::from)),
         };
+        BATCH_END.with(|hooks| hooks.borrow_mut().replace(Vec::new()));
         match outcome {
             Ok(()) => {
                 checkpointer.unpark();
@@ -832,6 +860,15 @@ fn writer_loop(
                 // Nothing of this batch is durable: every caller hears the error.
                 let _ = conn.execute_batch("ROLLBACK");
                 completions.into_iter().for_each(|c| c(Some(err.clone())));
+            }
+        }
+        let hooks = BATCH_END.with(|hooks| hooks.borrow_mut().take());
+        for hook in hooks.into_iter().flatten() {
+            if std::panic::catch_unwind(std::panic::AssertUnwindSafe(hook)).is_err() {
+                crate::log::warn(
+                    "a2a_write_reply_failed",
+                    serde_json::json!({ "error": "a hook run after a commit's replies panicked" }),
+                );
             }
         }
     }
