@@ -1,8 +1,9 @@
-//! Plane calls from request handlers. The plane's writes block until their commit, so
-//! handlers run them on the runtime's blocking pool, never on one of the listener's async
-//! workers. A short read (one Task by id: indexed lookups on a pooled read connection,
-//! microseconds) runs in place: moving it to the blocking pool costs two thread switches,
-//! more than the read itself.
+//! Plane calls from request handlers. Intake awaits its write (`WriteJob::done`); the
+//! other writes block until their commit, so handlers run them on the runtime's blocking
+//! pool, never on one of the listener's async workers. A short read (one Task by id, or a
+//! page of at most 100 found by an index seek: a pooled read connection, well under a
+//! millisecond) runs in place: moving it to the blocking pool costs two thread switches,
+//! more than the read itself, and a thread and a read connection per concurrent request.
 
 use super::error::ApiError;
 use crate::plane::PlaneError;

@@ -149,6 +149,9 @@ impl Listener {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(listener_workers())
             .thread_name("a2a-http")
+            // Only cancel and a write waiting for room in a full queue use it: a few threads
+            // (each with its own stack and read connection) are plenty; more calls queue.
+            .max_blocking_threads(16)
             .enable_all()
             .build()
             .map_err(|e| format!("cannot start the listener runtime: {e}"))?;

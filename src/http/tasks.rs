@@ -10,7 +10,7 @@ use hyper::body::Incoming;
 use hyper::{Request, Response, StatusCode};
 use serde_json::Value;
 
-use super::blocking::blocking;
+use super::blocking::{blocking, short_read};
 use super::error::ApiError;
 use super::project::{project_task, read_task, task_snapshot};
 use super::task_stream::stream_updates;
@@ -121,10 +121,10 @@ pub async fn list(ctx: Ctx, req: Request<Incoming>) -> Result<Response<Body>, Ap
             )
         })?);
     }
-    let plane = ctx.shared.plane.clone();
-    let principal = ctx.principal.clone();
-    let query = filter.clone();
-    let page = blocking(move || plane.list_tasks(&principal, &query)).await?;
+    // A page is at most 100 Tasks found by an index seek (about 0.15 ms for 50 at any store
+    // size): a short read, run in place. On the blocking pool, 64 concurrent listings held
+    // 64 threads and 64 read connections, each with its own page cache.
+    let page = short_read(|| ctx.shared.plane.list_tasks(&ctx.principal, &filter))?;
     let response = ListTasksResponse {
         tasks: page
             .tasks
