@@ -1,9 +1,10 @@
 //! How reads and opening cost as the store grows (issue 10's scale table).
 //!
-//! `cargo bench --bench scale -- [--sizes 10000,100000,1000000]`
+//! `cargo bench --bench scale -- [--sizes 10000,100000,1000000] [--settled half|all]`
 //!
 //! For each size: a fresh store filled with that many Tasks of one principal (accepted
-//! through the plane, 32 callers so commits group), half of them settled; then the cost of
+//! through the plane, 32 callers so commits group), half of them settled (or all, with
+//! `--settled all`: then opening has no live Task to recover); then the cost of
 //! `GET /tasks`-style pages (first, middle and last page of 50, with `totalSize`), of
 //! reading one Task, and of opening the store (recovery and compaction). Bounded: each
 //! measurement repeats a fixed number of times.
@@ -22,6 +23,16 @@ fn main() {
         .and_then(|i| args.get(i + 1))
         .map(|s| s.split(',').filter_map(|n| n.parse().ok()).collect())
         .unwrap_or_else(|| vec![10_000, 100_000]);
+    let settle_every: usize = match args
+        .iter()
+        .position(|a| a == "--settled")
+        .and_then(|i| args.get(i + 1))
+        .map(String::as_str)
+    {
+        None | Some("half") => 2,
+        Some("all") => 1,
+        Some(other) => panic!("--settled takes half or all, not {other}"),
+    };
     println!(
         "| Tasks | fill | open | first page | middle page | last page | GET one Task |\n| ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
     );
@@ -31,7 +42,7 @@ fn main() {
         let store = dir.join("store");
         let plane = TaskPlane::open(&store, PlaneOptions::default()).unwrap();
         let started = Instant::now();
-        let ids = fill(&plane, size);
+        let ids = fill(&plane, size, settle_every);
         let fill_time = started.elapsed();
         plane.close();
         let started = Instant::now();
@@ -96,8 +107,9 @@ fn median(n: usize, mut work: impl FnMut()) -> Duration {
     times[n / 2]
 }
 
-/// Accepts `size` Tasks for one principal from 32 callers; every other one is completed.
-fn fill(plane: &TaskPlane, size: usize) -> Vec<String> {
+/// Accepts `size` Tasks for one principal from 32 callers; every `settle_every`th one is
+/// completed.
+fn fill(plane: &TaskPlane, size: usize, settle_every: usize) -> Vec<String> {
     let next = AtomicUsize::new(0);
     let ids = std::sync::Mutex::new(Vec::with_capacity(size));
     std::thread::scope(|scope| {
@@ -116,7 +128,7 @@ fn fill(plane: &TaskPlane, size: usize) -> Vec<String> {
                     )
                     .unwrap();
                 let id = accepted.task_id.unwrap();
-                if n.is_multiple_of(2) {
+                if n.is_multiple_of(settle_every) {
                     plane
                         .complete(
                             &id,
