@@ -93,6 +93,8 @@ test("a tool call for a task without authority fails", async () => {
     const url = await listenerUrl(pi);
     const task = await send(url, "summarise this");
     assert.equal(task.status.state, "TASK_STATE_COMPLETED");
+    // The Task settles inside its turn; the turn's authority ends after it.
+    await pi.waitForStderr(new RegExp(`"event":"a2a_turn_ended"[^\n]*"taskId":"${task.id}"`));
     const ended = pi.waitFor((r) => r.type === "tool_execution_end" && r.toolName === "a2a_read_task");
     await pi.call({ type: "prompt", message: `call a2a_read_task for ${task.id}` });
     const result = (await ended) as { isError?: boolean; result?: { content?: { text: string }[] } };

@@ -178,13 +178,14 @@ export class TaskSessionDriver {
         this.log("a2a_turn_aborted", { taskId: wake.taskId, delivery: wake.delivery });
         return;
       }
-      this.log("a2a_turn_ended", { taskId: wake.taskId, delivery: wake.delivery, outcome: reason === undefined ? "ended" : "failed" });
       try {
         // Rust logs a failed turn (a2a_turn_failed) and tells the caller why.
         await this.bridge.turnEnded(wake.taskId, reason === undefined ? "ended" : "failed", reason);
       } catch (err) {
         this.log("a2a_turn_end_error", { taskId: wake.taskId, message: String(err) }, "error");
       }
+      // Once the queue knows: from here on no tool acts for this Task.
+      this.log("a2a_turn_ended", { taskId: wake.taskId, delivery: wake.delivery, outcome: reason === undefined ? "ended" : "failed" });
     }
   }
 

@@ -19,6 +19,7 @@ export class PiRpc {
   stderr = "";
   private buffer = "";
   private waiters: { pred: (r: RpcRecord) => boolean; resolve: (r: RpcRecord) => void }[] = [];
+  private stderrWaiters: { pattern: RegExp; resolve: () => void }[] = [];
   private nextId = 0;
 
   /** A private store root for this Pi (the default root is the user's real one). */
@@ -54,7 +55,15 @@ export class PiRpc {
         stdio: ["pipe", "pipe", "pipe"],
       },
     );
-    this.child.stderr.on("data", (d) => (this.stderr += d));
+    this.child.stderr.on("data", (d) => {
+      this.stderr += d;
+      for (const w of [...this.stderrWaiters]) {
+        if (w.pattern.test(this.stderr)) {
+          this.stderrWaiters.splice(this.stderrWaiters.indexOf(w), 1);
+          w.resolve();
+        }
+      }
+    });
     this.child.stdout.on("data", (d) => {
       this.buffer += d;
       // RPC frames are split on "\n" only (not readline, which also splits on U+2028).
@@ -80,6 +89,15 @@ export class PiRpc {
     return new Promise((resolve, reject) => {
       const timer = setTimeout(() => reject(new Error(`timed out waiting for an RPC record; stderr:\n${this.stderr}`)), ms);
       this.waiters.push({ pred, resolve: (r) => { clearTimeout(timer); resolve(r); } });
+    });
+  }
+
+  /** Resolves once Pi's stderr (its log lines) matches `pattern`. */
+  waitForStderr(pattern: RegExp, ms = 20_000): Promise<void> {
+    if (pattern.test(this.stderr)) return Promise.resolve();
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`timed out waiting for ${pattern} on stderr:\n${this.stderr}`)), ms);
+      this.stderrWaiters.push({ pattern, resolve: () => { clearTimeout(timer); resolve(); } });
     });
   }
 
