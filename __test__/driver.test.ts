@@ -97,7 +97,8 @@ test("the driver holds the queue without a usable model, releases it once one is
     const failed = await statusOf(plane, "alice", taskId);
     assert.equal(failed.state, "TASK_STATE_WORKING");
     assert.match(failed.message?.parts[0].text ?? "", /It tries again in 5 s \(retry 1 of 3\)/);
-    assert.ok(logged.includes("a2a_turn_ended"), logged.join(","));
+    // Logged once turnEnded is done (the note above is written during it).
+    await until(`a2a_turn_ended in the log (${logged.join(",")})`, () => logged.includes("a2a_turn_ended"));
   } finally {
     await driver.stop();
     bridge.close();
