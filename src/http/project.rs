@@ -12,7 +12,7 @@ use super::blocking::short_read;
 use super::error::ApiError;
 use super::Ctx;
 use crate::events::TaskEvent;
-use crate::record::TaskRecord;
+use crate::record::{TaskRecord, TaskState};
 use crate::wire::convert::{self, json_to_struct};
 use crate::wire::extensions::OUTFITTER_TASK_KEY;
 use crate::wire::extensions::{TaskLocator, ELICITATION_V1, OUTFITTER_TASK_V1};
@@ -137,7 +137,22 @@ pub async fn read_task(
     task_id: &str,
     history_length: Option<u32>,
 ) -> Result<TaskRecord, ApiError> {
+    read(ctx, task_id, history_length, true)
+}
+
+/// The Task's state only (its row: no history, no artifacts), or `TASK_NOT_FOUND`: for a
+/// route that decides by the state and answers with a snapshot read later, if at all.
+pub fn task_state(ctx: &Ctx, task_id: &str) -> Result<TaskState, ApiError> {
+    Ok(read(ctx, task_id, Some(0), false)?.state)
+}
+
+fn read(
+    ctx: &Ctx,
+    task_id: &str,
+    history_length: Option<u32>,
+    include_artifacts: bool,
+) -> Result<TaskRecord, ApiError> {
     let plane = &ctx.shared.plane;
-    short_read(|| plane.get_task(&ctx.principal, task_id, history_length, true))?
+    short_read(|| plane.get_task(&ctx.principal, task_id, history_length, include_artifacts))?
         .ok_or_else(|| ApiError::task_not_found(task_id))
 }

@@ -10,10 +10,9 @@ use std::time::Duration;
 
 use hyper::Response;
 
-use super::blocking::short_read;
 use super::conn::StreamGuard;
 use super::error::ApiError;
-use super::project::{event_frame, project_task, read_task};
+use super::project::{event_frame, project_task, read_task, task_state};
 use super::{sse, Body, Ctx};
 use crate::wire::{stream_response, StreamResponse};
 
@@ -24,16 +23,8 @@ const KEEP_ALIVE: Duration = Duration::from_secs(15);
 /// shuts down — whichever comes first.
 pub async fn wait_settled(ctx: &Ctx, task_id: &str, timeout: Duration) -> Result<(), ApiError> {
     let mut updates = ctx.shared.plane.events().subscribe(task_id);
-    // Its state only (no history, no artifacts): the caller reads the snapshot it answers
-    // with once this returns.
-    let state = short_read(|| {
-        ctx.shared
-            .plane
-            .get_task(&ctx.principal, task_id, Some(0), false)
-    })?
-    .ok_or_else(|| ApiError::task_not_found(task_id))?
-    .state;
-    if state.is_settled() {
+    // The caller reads the snapshot it answers with once this returns.
+    if task_state(ctx, task_id)?.is_settled() {
         return Ok(());
     }
     let deadline = tokio::time::Instant::now() + timeout;

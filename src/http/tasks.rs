@@ -12,7 +12,7 @@ use serde_json::Value;
 
 use super::blocking::{blocking, short_read};
 use super::error::ApiError;
-use super::project::{project_task, read_task, task_snapshot};
+use super::project::{project_task, task_snapshot, task_state};
 use super::task_stream::stream_updates;
 use super::{json_response, negotiate, Body, Ctx};
 use crate::plane::ListFilter;
@@ -208,11 +208,11 @@ pub async fn subscribe(
     task_id: String,
 ) -> Result<Response<Body>, ApiError> {
     optional_body_id(&ctx, req, &task_id).await?;
-    let current = read_task(&ctx, &task_id, Some(0)).await?;
-    if current.state.is_terminal() {
+    let state = task_state(&ctx, &task_id)?;
+    if state.is_terminal() {
         return Err(ApiError::unsupported(format!(
             "task {task_id} is {} and will not change again; read it with GET /tasks/{task_id}",
-            current.state.as_str()
+            state.as_str()
         ))
         .with_metadata("taskId", task_id));
     }
