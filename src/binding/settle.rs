@@ -39,7 +39,6 @@ struct Queue {
 
 /// One threadsafe function that settles queued Promises (see the module doc).
 pub(super) struct Settler {
-    tsfn: sys::napi_threadsafe_function,
     queue: Arc<Queue>,
 }
 
@@ -50,6 +49,10 @@ unsafe impl Send for Settler {}
 unsafe impl Sync for Settler {}
 
 impl Settler {
+    fn tsfn(&self) -> sys::napi_threadsafe_function {
+        self.queue.tsfn.load(Ordering::Acquire)
+    }
+
     /// Creates the threadsafe function (unreferenced until a Promise waits). On the JS
     /// thread.
     pub(super) fn new(env: &Env) -> Result<Arc<Settler>> {
@@ -100,7 +103,7 @@ impl Settler {
         queue.tsfn.store(tsfn, Ordering::Release);
         // SAFETY: on the JS thread, with a function we just created.
         unsafe { sys::napi_unref_threadsafe_function(env.raw(), tsfn) };
-        Ok(Arc::new(Settler { tsfn, queue }))
+        Ok(Arc::new(Settler { queue }))
     }
 
     /// A new Promise and the handle that settles it (from any thread). On the JS thread.
@@ -119,7 +122,7 @@ impl Settler {
         }
         if self.queue.unsettled.fetch_add(1, Ordering::AcqRel) == 0 {
             // SAFETY: on the JS thread, with our live function.
-            unsafe { sys::napi_ref_threadsafe_function(env.raw(), self.tsfn) };
+            unsafe { sys::napi_ref_threadsafe_function(env.raw(), self.tsfn()) };
         }
         // The object napi just created, in the scope of this call.
         let promise = Object::from_raw(env.raw(), promise);
@@ -149,7 +152,7 @@ impl Settler {
                 // the Promises are gone with it.
                 unsafe {
                     sys::napi_call_threadsafe_function(
-                        settler.tsfn,
+                        settler.tsfn(),
                         ptr::null_mut(),
                         sys::ThreadsafeFunctionCallMode::nonblocking,
                     )
@@ -165,7 +168,7 @@ impl Drop for Settler {
         // still delivered before its finalizer runs.
         unsafe {
             sys::napi_release_threadsafe_function(
-                self.tsfn,
+                self.tsfn(),
                 sys::ThreadsafeFunctionReleaseMode::release,
             )
         };
@@ -178,7 +181,7 @@ struct Deferred(sys::napi_deferred);
 unsafe impl Send for Deferred {}
 
 /// A Promise waiting for its outcome. Dropped unsettled, it rejects (it never hangs).
-pub(super) struct Pending<T> {
+pub(super) struct Pending<T: ToNapiValue + Send + 'static> {
     settler: Option<Arc<Settler>>,
     deferred: Deferred,
     _value: std::marker::PhantomData<fn(T)>,
@@ -212,23 +215,10 @@ impl<T: ToNapiValue + Send + 'static> Pending<T> {
     }
 }
 
-impl<T> Drop for Pending<T> {
+impl<T: ToNapiValue + Send + 'static> Drop for Pending<T> {
     fn drop(&mut self) {
-        if let Some(settler) = self.settler.take() {
-            let deferred = Deferred(self.deferred.0);
-            let failure = internal("a write was dropped before it was answered");
-            settler.queue(Box::new(move |env| {
-                let deferred = deferred;
-                // SAFETY: as in `send`.
-                unsafe {
-                    if let Ok(error) = ToNapiValue::to_napi_value(env, Settled::<()>(Err(failure)))
-                        .or_else(|e| ToNapiValue::to_napi_value(env, e))
-                    {
-                        sys::napi_reject_deferred(env, deferred.0, error);
-                    }
-                }
-            }));
-        }
+        // Nothing after a settle (`send` took the settler).
+        self.send(Err(internal("a write was dropped before it was answered")));
     }
 }
 

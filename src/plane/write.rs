@@ -58,13 +58,7 @@ impl<R: Send + 'static> WriteJob<R> {
 
     /// Queues the write and blocks until it is committed. Never on an async worker.
     pub fn wait(self) -> Result<R, PlaneError> {
-        let (reply, outcome) = channel();
-        if let Some(blocked) = self.then(reply) {
-            blocked.send();
-        }
-        outcome
-            .blocking_recv()
-            .unwrap_or_else(|_| Err(PlaneError::Store(StoreError::Closed)))
+        crate::store::wait_for_reply(|reply| self.then(reply))
     }
 
     /// Queues the write and awaits its commit, holding no thread. Must run inside a tokio

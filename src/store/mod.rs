@@ -252,6 +252,25 @@ pub fn at_batch_end(hook: impl FnOnce() + 'static) {
     }
 }
 
+/// Submits a write through `submit` (which hands the reply on to [`Store::submit`]) and
+/// blocks the calling thread until its outcome: waiting for room in a full queue, then for
+/// the commit. Never on an async worker or Node's JS thread.
+pub fn wait_for_reply<R, E>(submit: impl FnOnce(Reply<R, E>) -> Option<Blocked>) -> Result<R, E>
+where
+    R: Send + 'static,
+    E: From<StoreError> + Send + 'static,
+{
+    let (reply, outcome) = oneshot::channel();
+    if let Some(blocked) = submit(Box::new(move |result| {
+        let _ = reply.send(result);
+    })) {
+        blocked.send();
+    }
+    outcome
+        .blocking_recv()
+        .unwrap_or_else(|_| Err(E::from(StoreError::Closed)))
+}
+
 /// A write the queue had no room for (it holds [`QUEUE_DEPTH`] jobs): [`Blocked::send`]
 /// queues it from a thread that may wait for room (back-pressure), never from an async
 /// worker or Node's JS thread.
@@ -447,36 +466,7 @@ impl Store {
         R: Send + 'static,
         E: From<StoreError> + Send + 'static,
     {
-        self.write_blocking(work, None)
-    }
-
-    /// [`Store::write`], then `on_commit` on the writer thread once the result is durable
-    /// (in commit order, before the caller hears back).
-    pub fn write_then<F, R, E>(&self, work: F, on_commit: OnCommit<R>) -> Result<R, E>
-    where
-        F: FnOnce(&WriteTx<'_>) -> Result<R, E> + Send + 'static,
-        R: Send + 'static,
-        E: From<StoreError> + Send + 'static,
-    {
-        self.write_blocking(work, Some(on_commit))
-    }
-
-    fn write_blocking<F, R, E>(&self, work: F, on_commit: Option<OnCommit<R>>) -> Result<R, E>
-    where
-        F: FnOnce(&WriteTx<'_>) -> Result<R, E> + Send + 'static,
-        R: Send + 'static,
-        E: From<StoreError> + Send + 'static,
-    {
-        let (reply, outcome) = oneshot::channel();
-        let reply: Reply<R, E> = Box::new(move |result| {
-            let _ = reply.send(result);
-        });
-        if let Some(blocked) = self.submit(work, on_commit, reply) {
-            blocked.send();
-        }
-        outcome
-            .blocking_recv()
-            .unwrap_or_else(|_| Err(E::from(StoreError::Closed)))
+        wait_for_reply(|reply| self.submit(work, None, reply))
     }
 
     /// Runs `read` on a read-only connection (committed data only).
