@@ -445,3 +445,89 @@ fn the_kept_task_count_follows_inserts_state_changes_compaction_and_migration() 
     assert_eq!(total(&plane, "bob", None), 1);
     plane.close();
 }
+
+/// Evidence is kept in insertion order (schema 6): the same content about the same Task, or
+/// about no Task, is still one record, the same content about two Tasks is one record
+/// each, and a store from before keeps every record it held.
+#[test]
+fn evidence_is_one_record_per_content_and_task_before_and_after_the_schema_6_migration() {
+    use a2a_task_plane::plane::Inspector;
+    let tmp = TempRoot::new("ret-evidence-v6");
+    let clock = ManualClock::new(T0);
+    let plane = open_with_clock(&tmp.store(), &clock);
+    let task = |plane: &TaskPlane, id: &str| {
+        plane
+            .accept_in_context("alice", None, user(id, "x"), vec![])
+            .unwrap()
+            .task_id
+            .unwrap()
+    };
+    let (a, b) = (task(&plane, "m-a"), task(&plane, "m-b"));
+    let note = |plane: &TaskPlane, task: Option<&str>, n: i64| {
+        plane
+            .record_evidence(
+                "note",
+                true,
+                task,
+                &Default::default(),
+                serde_json::json!({ "n": n }),
+            )
+            .unwrap()
+    };
+    let notes = |plane: &TaskPlane, task: &str| {
+        plane
+            .evidence_for_task(task)
+            .unwrap()
+            .into_iter()
+            .filter(|e| e.1 == "note")
+            .count()
+    };
+    let first = note(&plane, Some(&a), 1);
+    assert_eq!(note(&plane, Some(&a), 1), first, "same content, same id");
+    note(&plane, Some(&b), 1);
+    note(&plane, None, 1);
+    note(&plane, None, 1);
+    assert_eq!((notes(&plane, &a), notes(&plane, &b)), (1, 1));
+    let db = plane.store().db_path().to_path_buf();
+    let standalone = "SELECT COUNT(*) FROM evidence WHERE kind = 'note' AND task_id IS NULL";
+    assert_eq!(count(&db, standalone), 1);
+    let all = count(&db, "SELECT COUNT(*) FROM evidence");
+    plane.close();
+
+    // The schema 5 table, keyed by content address alone, holding what the store held
+    // (the same content about two Tasks and about no Task was one record there).
+    {
+        let conn = rusqlite::Connection::open(&db).unwrap();
+        conn.execute_batch(
+            "CREATE TABLE evidence_v5 (evidence_id TEXT PRIMARY KEY, kind TEXT NOT NULL, \
+               healthy INTEGER NOT NULL, task_id TEXT, activation_id TEXT, locator TEXT NOT NULL, \
+               content TEXT NOT NULL, recorded_ms INTEGER NOT NULL) WITHOUT ROWID; \
+             INSERT OR IGNORE INTO evidence_v5 SELECT evidence_id, kind, healthy, task_id, \
+               activation_id, locator, content, recorded_ms FROM evidence ORDER BY seq; \
+             DROP TABLE evidence; ALTER TABLE evidence_v5 RENAME TO evidence; \
+             CREATE INDEX evidence_by_task ON evidence(task_id) WHERE task_id IS NOT NULL; \
+             CREATE INDEX evidence_by_time ON evidence(recorded_ms); PRAGMA user_version = 5;",
+        )
+        .unwrap();
+    }
+    let held = count(&db, "SELECT COUNT(*) FROM evidence");
+    assert_eq!(held, all - 2, "schema 5 held the same content once");
+    let plane = open_with_clock(&tmp.store(), &clock);
+    assert_eq!(
+        count(&db, "SELECT COUNT(*) FROM evidence"),
+        held,
+        "nothing lost"
+    );
+    assert_eq!(count(&db, "PRAGMA user_version"), 6);
+    assert_eq!((notes(&plane, &a), notes(&plane, &b)), (1, 0));
+    // After the migration the rule holds as before: once per content and Task.
+    note(&plane, Some(&a), 1);
+    note(&plane, Some(&b), 1);
+    note(&plane, Some(&b), 1);
+    note(&plane, None, 1);
+    assert_eq!((notes(&plane, &a), notes(&plane, &b)), (1, 1));
+    assert_eq!(count(&db, standalone), 1);
+    plane.close();
+    let inspector = Inspector::open(&tmp.store()).unwrap();
+    assert_eq!(inspector.check().unwrap(), Vec::<String>::new());
+}

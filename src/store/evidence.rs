@@ -20,7 +20,7 @@ pub struct NewEvidence<'a> {
 }
 
 /// Records evidence and returns its id, the content address of its content: the same
-/// content twice is one record.
+/// content about the same Task (or about no Task) twice is one record.
 pub fn insert(conn: &Connection, evidence: &NewEvidence<'_>) -> Result<String, StoreError> {
     let content_text = serde_json::to_string(evidence.content)?;
     let id = content_address(content_text.as_bytes());
