@@ -339,3 +339,38 @@ test("listener options override their A2A_* variables and are validated by the s
     plane.close();
   }
 });
+
+test("nextAccepted gives each acceptance to one call, in order, keeps unclaimed ones, and answers null on timeout and close", async () => {
+  const root = tempRoot();
+  const plane = await TaskPlane.open(root);
+  const agent = plane.embedderAgent();
+  try {
+    // Nobody waits: the acceptances are kept, oldest first, for the next calls.
+    const a = await plane.acceptInContext("alice", message("m-a", "a"));
+    const b = await plane.acceptInContext("alice", message("m-b", "b"));
+    assert.equal((await agent.nextAccepted(1_000))?.taskId, a.taskId);
+    assert.equal((await agent.nextAccepted(1_000))?.taskId, b.taskId);
+    // Nothing left: a short wait times out with null, and a duplicate accepts nothing new.
+    await plane.acceptInContext("alice", message("m-a", "a"));
+    const started = Date.now();
+    assert.equal(await agent.nextAccepted(50), null);
+    assert.ok(Date.now() - started >= 40, "the wait lasted its timeout");
+    // Three calls waiting, with different timeouts: each of two acceptances goes to one
+    // call, the oldest waiting first, and the third call still times out on its own.
+    const waits = [agent.nextAccepted(5_000), agent.nextAccepted(5_000), agent.nextAccepted(100)];
+    const c = await plane.acceptInContext("alice", message("m-c", "c"));
+    const d = await plane.acceptInContext("alice", message("m-d", "d"));
+    const got = await Promise.all(waits);
+    assert.deepEqual(got.map((x) => x?.taskId ?? null), [c.taskId, d.taskId, null]);
+    // A call waiting when the plane closes answers null at once.
+    const pending = agent.nextAccepted(60_000);
+    const closedAt = Date.now();
+    plane.close();
+    assert.equal(await pending, null);
+    assert.ok(Date.now() - closedAt < 30_000, "close() ended the wait");
+    assert.equal(await agent.nextAccepted(10), null, "a closed plane accepts nothing");
+  } finally {
+    plane.close();
+    rmSync(root, { recursive: true, force: true });
+  }
+});

@@ -50,6 +50,11 @@ impl TaskEvent {
     }
 }
 
+/// Takes one acceptance, on the thread that publishes it (the writer, right after the
+/// commit), under the bus's lock: it must not block or call back into the bus. Returns
+/// whether it still wants acceptances.
+pub type AcceptedSink = Arc<dyn Fn(&Accepted) -> bool + Send + Sync>;
+
 /// A Task that was just accepted (created or continued) and now waits for the agent.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Accepted {
@@ -77,8 +82,9 @@ struct Channels {
     activity: Vec<(u64, mpsc::Sender<Activity>)>,
     /// Acceptance watchers (wake queues) by id; never lag, never poll.
     accepted: Vec<(u64, mpsc::Sender<Accepted>)>,
-    /// Acceptance watchers that await (embedder agents) by id; never lag either.
-    accepted_async: Vec<(u64, tokio::sync::mpsc::UnboundedSender<Accepted>)>,
+    /// Acceptance watchers that take each acceptance themselves (embedder agents) by id;
+    /// never lag either.
+    accepted_sinks: Vec<(u64, AcceptedSink)>,
     next_watcher: u64,
 }
 
@@ -142,15 +148,15 @@ impl EventBus {
         (id, rx)
     }
 
-    /// [`EventBus::watch_accepted`] for an async consumer (an embedder's agent): misses
-    /// nothing; acceptances it has not taken yet wait in memory (one small record each)
-    /// until it takes them or [`EventBus::unwatch`] ends the watch.
-    pub fn watch_accepted_async(&self) -> (u64, tokio::sync::mpsc::UnboundedReceiver<Accepted>) {
-        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    /// [`EventBus::watch_accepted`] for a consumer that takes each acceptance itself (an
+    /// embedder's agent hands it to a waiting call, or keeps it until one comes): misses
+    /// nothing; `sink` is called for every acceptance until it returns false or
+    /// [`EventBus::unwatch`] ends the watch.
+    pub fn watch_accepted_with(&self, sink: AcceptedSink) -> u64 {
         let mut channels = self.channels.lock().unwrap_or_else(|p| p.into_inner());
         let id = channels.next_id();
-        channels.accepted_async.push((id, tx));
-        (id, rx)
+        channels.accepted_sinks.push((id, sink));
+        id
     }
 
     /// Ends the watch `id` (of any kind): its receiver's `recv` returns an error.
@@ -158,7 +164,7 @@ impl EventBus {
         let mut channels = self.channels.lock().unwrap_or_else(|p| p.into_inner());
         channels.activity.retain(|(w, _)| *w != id);
         channels.accepted.retain(|(w, _)| *w != id);
-        channels.accepted_async.retain(|(w, _)| *w != id);
+        channels.accepted_sinks.retain(|(w, _)| *w != id);
     }
 
     pub(crate) fn publish(&self, event: TaskEvent) {
@@ -193,9 +199,7 @@ impl EventBus {
             channels
                 .accepted
                 .retain(|(_, tx)| tx.send(accepted.clone()).is_ok());
-            channels
-                .accepted_async
-                .retain(|(_, tx)| tx.send(accepted.clone()).is_ok());
+            channels.accepted_sinks.retain(|(_, sink)| sink(&accepted));
         }
     }
 }

@@ -5,16 +5,15 @@
 
 use std::sync::Arc;
 
-use napi::bindgen_prelude::{AsyncTask, Object, PromiseRaw};
+use napi::bindgen_prelude::{AsyncTask, Object};
 use napi::Env;
 use napi_derive::napi;
 use serde_json::Value;
-use tokio::sync::{mpsc, Mutex, Notify};
 
-use super::convert::{agent_artifact, agent_message, AcceptedTask};
+use super::convert::{agent_artifact, agent_message};
+use super::inbox::Inbox;
 use super::plane::TaskPlane;
-use super::{internal, plane_error, queued_write, spawn, Json, PlaneCall, Result, Settled};
-use crate::events::Accepted;
+use super::{internal, plane_error, queued_write, Json, PlaneCall, Result};
 use crate::plane;
 use crate::record;
 use crate::wire;
@@ -46,11 +45,10 @@ js_enum! {
 #[napi]
 pub struct EmbedderAgent {
     plane: plane::TaskPlane,
-    /// Every acceptance since this agent was obtained, none dropped (a watch on the bus).
-    accepted: Arc<Mutex<mpsc::UnboundedReceiver<Accepted>>>,
+    /// Every acceptance since this agent was obtained, none dropped (a watch on the bus),
+    /// and the calls waiting for one.
+    inbox: Arc<Inbox>,
     watch: u64,
-    /// The plane's: notified when it closes.
-    closing: Arc<Notify>,
     /// Settles this agent's write Promises, a batch at a time.
     settler: Arc<super::settle::Settler>,
 }
@@ -63,29 +61,27 @@ impl TaskPlane {
     #[napi(catch_unwind)]
     pub fn embedder_agent(&self, env: &Env) -> Result<EmbedderAgent> {
         let settler = super::settle::Settler::new(env)?;
-        let (watch, accepted) = self.plane.events().watch_accepted_async();
+        let inbox = Inbox::new(settler.clone(), self.plane.clone(), self.closing.clone());
+        let sink = inbox.clone();
+        let watch = self
+            .plane
+            .events()
+            .watch_accepted_with(Arc::new(move |accepted| sink.push(accepted)));
         Ok(EmbedderAgent {
             plane: self.plane.clone(),
-            accepted: Arc::new(Mutex::new(accepted)),
+            inbox,
             watch,
-            closing: self.closing.clone(),
             settler,
         })
     }
 }
 
-/// The agent's watch ends with it: acceptances stop queueing for an agent nobody holds.
+/// The agent's watch ends with it: acceptances stop queueing for an agent nobody holds,
+/// and its waiting calls answer `null`.
 impl Drop for EmbedderAgent {
     fn drop(&mut self) {
         self.plane.events().unwatch(self.watch);
-    }
-}
-
-fn accepted_task(accepted: Accepted) -> AcceptedTask {
-    AcceptedTask {
-        activation_id: accepted.activation_id,
-        task_id: accepted.task_id,
-        context_id: accepted.context_id,
+        self.inbox.close();
     }
 }
 
@@ -99,41 +95,8 @@ impl EmbedderAgent {
         &self,
         env: &'env Env,
         timeout_ms: Option<u32>,
-    ) -> Result<PromiseRaw<'env, Settled<Option<AcceptedTask>>>> {
-        let (accepted, closing, plane) = (
-            self.accepted.clone(),
-            self.closing.clone(),
-            self.plane.clone(),
-        );
-        // An acceptance already waiting is handed over at once, on the JS thread: under load
-        // there usually is one, and taking it here saves the runtime's two thread switches.
-        if let (false, Ok(mut receiver)) = (self.plane.is_closed(), self.accepted.try_lock()) {
-            if let Ok(next) = receiver.try_recv() {
-                return PromiseRaw::resolve(env, Settled(Ok(Some(accepted_task(next)))))
-                    .map_err(|e| internal(format!("cannot settle the call: {}", e.reason)));
-            }
-        }
-        let deadline = tokio::time::Instant::now()
-            + std::time::Duration::from_millis(u64::from(timeout_ms.unwrap_or(1000)));
-        // Awaited on the addon's runtime: no thread waits, nothing polls.
-        spawn(env, async move {
-            let closed = closing.notified();
-            tokio::pin!(closed);
-            closed.as_mut().enable();
-            if plane.is_closed() {
-                return Ok(None);
-            }
-            let mut receiver = tokio::select! {
-                guard = accepted.lock() => guard,
-                _ = &mut closed => return Ok(None),
-                _ = tokio::time::sleep_until(deadline) => return Ok(None),
-            };
-            tokio::select! {
-                next = receiver.recv() => Ok(next.map(accepted_task)),
-                _ = &mut closed => Ok(None),
-                _ = tokio::time::sleep_until(deadline) => Ok(None),
-            }
-        })
+    ) -> Result<Object<'env>> {
+        self.inbox.next(env, timeout_ms.unwrap_or(1000))
     }
 
     /// Any Task as an A2A `Task` (agent side: no principal check), or `null`.

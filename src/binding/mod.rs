@@ -214,6 +214,7 @@ pub mod bridge;
 pub mod convert;
 pub mod delivery;
 pub mod embedder;
+mod inbox;
 pub mod inspector;
 pub mod listener;
 pub mod logging;
