@@ -321,7 +321,7 @@ impl TaskPlane {
                 .ok_or_else(|| PlaneError::TaskNotFound(task_id.clone()))?;
             if task.record.state.is_terminal() {
                 return Err(PlaneError::NotCancelable {
-                    task_id,
+                    task_id: task_id.clone(),
                     state: task.record.state,
                 });
             }

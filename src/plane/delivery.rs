@@ -682,7 +682,7 @@ impl TaskPlane {
                 },
             )?;
             Ok(StoredDelivery {
-                payload_digest: request.payload_digest,
+                payload_digest: request.payload_digest.clone(),
                 state: DeliveryState::Prepared,
                 provider_response_id: None,
                 detail: None,

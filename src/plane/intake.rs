@@ -176,20 +176,26 @@ impl TaskPlane {
             }
             let task = tasks::owned(tx.conn(), &intake.principal, &task_id)?
                 .ok_or_else(|| PlaneError::TaskNotFound(task_id.clone()))?;
-            if let Some(context_id) = context_id {
-                if context_id != task.record.context_id {
+            if let Some(context_id) = &context_id {
+                if *context_id != task.record.context_id {
                     return Err(PlaneError::ContextMismatch {
-                        task_id,
-                        context_id,
+                        task_id: task_id.clone(),
+                        context_id: context_id.clone(),
                     });
                 }
             }
             let state = task.record.state;
             if state.is_terminal() {
-                return Err(PlaneError::TaskTerminal { task_id, state });
+                return Err(PlaneError::TaskTerminal {
+                    task_id: task_id.clone(),
+                    state,
+                });
             }
             if !task.record.awaits_caller() {
-                return Err(PlaneError::NotAwaitingInput { task_id, state });
+                return Err(PlaneError::NotAwaitingInput {
+                    task_id: task_id.clone(),
+                    state,
+                });
             }
             if let Some(schema) = &task.input_schema {
                 Self::check_structured_answer(schema, &intake.message)?;
@@ -283,11 +289,11 @@ impl TaskPlane {
                 return Ok(prior);
             }
             if !acceptance::owns_context(tx.conn(), &intake.principal, &context_id)? {
-                return Err(PlaneError::ContextNotFound(context_id));
+                return Err(PlaneError::ContextNotFound(context_id.clone()));
             }
             tx.step("context")?;
             contexts::touch(tx.conn(), &context_id, now)?;
-            acceptance::create_task(tx, &intake, context_id, now)
+            acceptance::create_task(tx, &intake, context_id.clone(), now)
         })
     }
 
@@ -348,7 +354,7 @@ impl TaskPlane {
     /// continued one's subscribers see it resume.
     fn write_intake(
         &self,
-        work: impl FnOnce(&WriteTx<'_>) -> Result<Acceptance, PlaneError> + Send + 'static,
+        work: impl FnMut(&WriteTx<'_>) -> Result<Acceptance, PlaneError> + Send + 'static,
     ) -> Result<Acceptance, PlaneError> {
         self.intake_job(work).wait()
     }
@@ -356,7 +362,7 @@ impl TaskPlane {
     /// [`TaskPlane::write_intake`] as a [`WriteJob`].
     fn intake_job(
         &self,
-        work: impl FnOnce(&WriteTx<'_>) -> Result<Acceptance, PlaneError> + Send + 'static,
+        mut work: impl FnMut(&WriteTx<'_>) -> Result<Acceptance, PlaneError> + Send + 'static,
     ) -> WriteJob<Acceptance> {
         let now = self.now();
         self.publishing_job(move |tx| {

@@ -72,7 +72,7 @@ impl TaskPlane {
                 .ok_or_else(|| PlaneError::TaskNotFound(task_id.clone()))?;
             if !task.record.awaits_caller() {
                 return Err(PlaneError::NotAwaitingInput {
-                    task_id,
+                    task_id: task_id.clone(),
                     state: task.record.state,
                 });
             }
@@ -88,7 +88,7 @@ impl TaskPlane {
                 )));
             }
             let anchor = Anchor {
-                task_id,
+                task_id: task_id.clone(),
                 input_request_seq: task.input_request_seq,
             };
             anchors::upsert(tx.conn(), &principal, &source, &response, &anchor, now)?;

@@ -150,7 +150,8 @@ impl TaskPlane {
                     && !task.record.state.is_terminal()
                     && !task.record.awaits_caller()
                 {
-                    let message = MessageRecord::agent(vec![PartRecord::text(caller_message)]);
+                    let message =
+                        MessageRecord::agent(vec![PartRecord::text(caller_message.clone())]);
                     tasks::append_history(conn, &task, &message)?;
                     tasks::set_status(
                         conn,

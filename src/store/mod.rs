@@ -1,8 +1,8 @@
 //! The durable store: one SQLite database per store root, written by one thread.
 //!
 //! - **One writer.** A dedicated thread owns the only write connection and is fed jobs
-//!   through a channel. It drains whatever is queued into one transaction (each job in its
-//!   own savepoint, so one job's failure does not undo another's), commits once, and only
+//!   through a channel. It drains whatever is queued into one transaction (one job's
+//!   failure does not undo another's: see [`writer_loop`]), commits once, and only
 //!   then answers every caller: concurrent intakes share one fsync (group commit), and no
 //!   caller hears "done" before its records are durable.
 //! - **Readers** use their own read-only connections (WAL lets them run beside the writer
@@ -154,8 +154,6 @@ impl WriteTx<'_> {
     }
 }
 
-type Completion = Box<dyn FnOnce(Option<StoreError>) + Send>;
-
 /// How a queued write's outcome reaches its caller: called once, on the writer thread,
 /// after the commit that made the result durable (or with the error that kept it from
 /// being so). It must not block: it hands the outcome on (a channel, a Promise).
@@ -163,9 +161,13 @@ pub type Reply<R, E> = Box<dyn FnOnce(Result<R, E>) + Send>;
 
 /// A queued write, type-erased.
 trait Job: Send {
-    /// Runs inside the batch transaction. Returns whether it succeeded (its savepoint is
-    /// released, else rolled back) and what to do once the commit's fate is known.
-    fn run(self: Box<Self>, tx: &WriteTx<'_>) -> (bool, Completion);
+    /// Runs inside the batch transaction and keeps its result; returns whether it
+    /// succeeded. May run a second time, in a new transaction, when the first one is
+    /// rolled back for another job's sake (see [`writer_loop`]).
+    fn run(&mut self, tx: &WriteTx<'_>) -> bool;
+    /// Answers with the kept result once the commit's fate is known (`Some` error: the
+    /// commit failed).
+    fn complete(self: Box<Self>, commit_error: Option<StoreError>);
     /// The batch could not start: answer with this error.
     fn abort(self: Box<Self>, err: StoreError);
 }
@@ -178,46 +180,53 @@ struct TypedJob<F, R, E> {
     work: F,
     on_commit: Option<OnCommit<R>>,
     reply: Reply<R, E>,
+    result: Option<Result<R, E>>,
 }
 
 impl<F, R, E> Job for TypedJob<F, R, E>
 where
-    F: FnOnce(&WriteTx<'_>) -> Result<R, E> + Send,
+    F: FnMut(&WriteTx<'_>) -> Result<R, E> + Send,
     R: Send + 'static,
     E: From<StoreError> + Send + 'static,
 {
-    fn run(self: Box<Self>, tx: &WriteTx<'_>) -> (bool, Completion) {
+    fn run(&mut self, tx: &WriteTx<'_>) -> bool {
+        let result = (self.work)(tx);
+        let ok = result.is_ok();
+        self.result = Some(result);
+        ok
+    }
+
+    fn complete(self: Box<Self>, commit_error: Option<StoreError>) {
         let TypedJob {
-            work,
             on_commit,
             reply,
+            result,
+            ..
         } = *self;
-        let result = work(tx);
-        let ok = result.is_ok();
-        let completion: Completion = Box::new(move |commit_error| {
-            let result = match (result, commit_error) {
-                (Ok(_), Some(err)) => Err(E::from(err)),
-                (result, _) => result,
-            };
-            // A panic in either hook must not take the writer thread down with it.
-            let handed_on = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
-                if let (Ok(value), Some(on_commit)) = (&result, on_commit) {
-                    on_commit(value);
-                }
-                // The caller may have gone away; its records are committed (or not) either
-                // way.
-                reply(result);
-            }));
-            if handed_on.is_err() {
-                crate::log::warn(
-                    "a2a_write_reply_failed",
-                    serde_json::json!({
-                        "error": "a write's commit hook or reply panicked; the write is committed, its caller may not hear back",
-                    }),
-                );
+        let result = match (result, commit_error) {
+            (_, Some(err)) => Err(E::from(err)),
+            (Some(result), None) => result,
+            (None, None) => Err(E::from(StoreError::Sqlite(
+                "a write was committed without being run (a bug in the store's writer)".into(),
+            ))),
+        };
+        // A panic in either hook must not take the writer thread down with it.
+        let handed_on = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
+            if let (Ok(value), Some(on_commit)) = (&result, on_commit) {
+                on_commit(value);
             }
-        });
-        (ok, completion)
+            // The caller may have gone away; its records are committed (or not) either
+            // way.
+            reply(result);
+        }));
+        if handed_on.is_err() {
+            crate::log::warn(
+                "a2a_write_reply_failed",
+                serde_json::json!({
+                    "error": "a write's commit hook or reply panicked; the write is committed, its caller may not hear back",
+                }),
+            );
+        }
     }
 
     fn abort(self: Box<Self>, err: StoreError) {
@@ -349,6 +358,7 @@ impl Store {
         durable::sync_dir(root, trace)
             .map_err(|e| io(root, "cannot fsync the store directory", e))?;
 
+        configure_sqlite();
         let mut conn = Connection::open_with_flags(
             &db_path,
             OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
@@ -428,7 +438,7 @@ impl Store {
         reply: Reply<R, E>,
     ) -> Option<Blocked>
     where
-        F: FnOnce(&WriteTx<'_>) -> Result<R, E> + Send + 'static,
+        F: FnMut(&WriteTx<'_>) -> Result<R, E> + Send + 'static,
         R: Send + 'static,
         E: From<StoreError> + Send + 'static,
     {
@@ -436,6 +446,7 @@ impl Store {
             work,
             on_commit,
             reply,
+            result: None,
         });
         let sender = self
             .shared
@@ -462,7 +473,7 @@ impl Store {
     /// and await its reply.
     pub fn write<F, R, E>(&self, work: F) -> Result<R, E>
     where
-        F: FnOnce(&WriteTx<'_>) -> Result<R, E> + Send + 'static,
+        F: FnMut(&WriteTx<'_>) -> Result<R, E> + Send + 'static,
         R: Send + 'static,
         E: From<StoreError> + Send + 'static,
     {
@@ -660,6 +671,25 @@ fn stop_checkpointer(slot: &Mutex<Option<Checkpointer>>) {
     }
 }
 
+/// SQLite's process-wide settings, made once before its first connection (afterwards
+/// SQLite refuses them, which only costs the speed-up). Memory statistics off: with them on,
+/// every allocation SQLite makes takes a global mutex to count it, and a profile of
+/// one-core `message:send` spent ~4% of all CPU in that mutex and its bookkeeping. The
+/// store never reads the statistics.
+fn configure_sqlite() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        // SAFETY: a documented start-up configuration call with an int argument, made
+        // before any connection exists in this process (or refused harmlessly if not).
+        unsafe {
+            rusqlite::ffi::sqlite3_config(
+                rusqlite::ffi::SQLITE_CONFIG_MEMSTATUS,
+                0 as std::ffi::c_int,
+            );
+        }
+    });
+}
+
 fn configure(conn: &Connection) -> Result<(), StoreError> {
     conn.busy_timeout(std::time::Duration::from_secs(5))?;
     conn.pragma_update(None, "synchronous", "FULL")?;
@@ -711,6 +741,7 @@ pub fn open_read_only(root: &Path) -> Result<Connection, StoreError> {
 }
 
 fn open_reader(db_path: &Path) -> Result<Connection, StoreError> {
+    configure_sqlite();
     let conn = Connection::open_with_flags(
         db_path,
         OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
@@ -784,6 +815,18 @@ fn savepoint(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
     conn.prepare_cached(sql)?.execute([]).map(|_| ())
 }
 
+/// The writer: takes whatever is queued (up to [`MAX_BATCH`] jobs) into one transaction,
+/// commits once, then answers every job.
+///
+/// One job's failure must not undo the others' writes. A job in its own savepoint would
+/// guarantee that, but SQLite then copies every page a job touches into the savepoint's
+/// journal first (a profile of one-core `message:send` put ~30% of the writer's work in
+/// those copies, their allocations and the savepoint statements). So the jobs run without
+/// savepoints, and the rare failure that leaves writes behind is undone by the
+/// transaction: a job that fails having changed rows, or after SQLite itself rolled the
+/// transaction back (disk full, I/O error), sends the batch through [`run_isolated`],
+/// which starts over with each job in its own savepoint. A job that fails without
+/// changing anything (a refused rule, checked before it writes) needs nothing undone.
 fn writer_loop(
     conn: Connection,
     receiver: Receiver<Box<dyn Job>>,
@@ -811,46 +854,36 @@ fn writer_loop(
             conn: &conn,
             faults,
         };
-        let mut completions = Vec::with_capacity(batch.len());
-        let mut broken: Option<StoreError> = None;
-        for job in batch {
-            if let Some(err) = &broken {
-                job.abort(err.clone());
-                continue;
-            }
-            if let Err(err) = savepoint(&conn, "SAVEPOINT job") {
-                let err = StoreError::from(err);
-                job.abort(err.clone());
-                broken = Some(err);
-                continue;
-            }
-            let (ok, completion) = job.run(&tx);
-            let end = if ok {
-                savepoint(&conn, "RELEASE job")
-            } else {
-                savepoint(&conn, "ROLLBACK TO job").and_then(|_| savepoint(&conn, "RELEASE job"))
-            };
-            completions.push(completion);
-            if let Err(err) = end {
-                broken = Some(StoreError::from(err));
+        let mut spoiled = None;
+        for (at, job) in batch.iter_mut().enumerate() {
+            let before = conn.total_changes();
+            if !job.run(&tx) && (conn.total_changes() != before || conn.is_autocommit()) {
+                spoiled = Some(at);
+                break;
             }
         }
-        let outcome = match broken {
-            Some(err) => Err(err),
-            None => tx
-                .step("commit")
-                .and_then(|_| conn.execute_batch("COMMIT").map_err(StoreError::from)),
+        let outcome = match spoiled {
+            Some(failed) => run_isolated(&tx, &mut batch, failed),
+            None => Ok(()),
         };
+        let outcome = outcome.and_then(|()| {
+            tx.step("commit")
+                .and_then(|_| conn.execute_batch("COMMIT").map_err(StoreError::from))
+        });
         BATCH_END.with(|hooks| hooks.borrow_mut().replace(Vec::new()));
         match outcome {
             Ok(()) => {
                 checkpointer.unpark();
-                completions.into_iter().for_each(|c| c(None));
+                batch.into_iter().for_each(|job| job.complete(None));
             }
             Err(err) => {
                 // Nothing of this batch is durable: every caller hears the error.
-                let _ = conn.execute_batch("ROLLBACK");
-                completions.into_iter().for_each(|c| c(Some(err.clone())));
+                if !conn.is_autocommit() {
+                    let _ = conn.execute_batch("ROLLBACK");
+                }
+                batch
+                    .into_iter()
+                    .for_each(|job| job.complete(Some(err.clone())));
             }
         }
         let hooks = BATCH_END.with(|hooks| hooks.borrow_mut().take());
@@ -865,4 +898,35 @@ fn writer_loop(
     }
     // Fold the WAL back into the database so the root is compact when closed.
     let _ = conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE)");
+}
+
+/// The batch again, each job in its own savepoint, after job `failed` failed and left
+/// writes behind (or lost the transaction): rolls the transaction back and starts a new
+/// one in which every other job runs again (a job is a function of the store's state, so
+/// running it again gives its answer against the state it will commit with), and job
+/// `failed` keeps its error without running again. Any failure here is isolated by its
+/// savepoint; an error that ends the transaction itself is returned for every job.
+fn run_isolated(
+    tx: &WriteTx<'_>,
+    batch: &mut [Box<dyn Job>],
+    failed: usize,
+) -> Result<(), StoreError> {
+    let conn = tx.conn;
+    if !conn.is_autocommit() {
+        conn.execute_batch("ROLLBACK")?;
+    }
+    conn.execute_batch("BEGIN IMMEDIATE")?;
+    for (at, job) in batch.iter_mut().enumerate() {
+        if at == failed {
+            continue;
+        }
+        savepoint(conn, "SAVEPOINT job")?;
+        let end = if job.run(tx) {
+            savepoint(conn, "RELEASE job")
+        } else {
+            savepoint(conn, "ROLLBACK TO job").and_then(|_| savepoint(conn, "RELEASE job"))
+        };
+        end?;
+    }
+    Ok(())
 }
