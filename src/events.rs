@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 
 use tokio::sync::broadcast;
 
-use crate::record::{ArtifactRecord, MessageRecord, TaskState};
+use crate::record::{ArtifactRecord, MessageRecord, TaskRecord, TaskState};
 
 /// How many updates a slow subscriber may fall behind before it is cut off (one commit may
 /// carry many outputs; a channel is allocated only per watched Task).
@@ -26,6 +26,11 @@ pub enum TaskEvent {
         state: TaskState,
         message: Option<MessageRecord>,
         at_ms: i64,
+        /// The whole Task (every history message and artifact) as the commit of a settling
+        /// update left it, when someone was subscribed to the Task as the update was
+        /// written: a blocking `message:send` answers with it instead of reading the Task
+        /// again from a cold read connection. `None` otherwise; a subscriber then reads.
+        settled: Option<Arc<TaskRecord>>,
     },
     Artifact {
         task_id: String,
@@ -165,6 +170,15 @@ impl EventBus {
         channels.activity.retain(|(w, _)| *w != id);
         channels.accepted.retain(|(w, _)| *w != id);
         channels.accepted_sinks.retain(|(w, _)| *w != id);
+    }
+
+    /// Whether anyone listens to Task `task_id` now.
+    pub fn has_subscribers(&self, task_id: &str) -> bool {
+        let channels = self.channels.lock().unwrap_or_else(|p| p.into_inner());
+        channels
+            .tasks
+            .get(task_id)
+            .is_some_and(|s| s.receiver_count() > 0)
     }
 
     pub(crate) fn publish(&self, event: TaskEvent) {

@@ -769,3 +769,60 @@ fn a_reply_anchor_records_only_a_response_the_plane_delivered() {
         .unwrap();
     assert_eq!(reply_to_unsent.disposition, Disposition::Created);
 }
+
+/// A settling update carries the Task as its commit left it (every history message and
+/// artifact) when the Task was watched as the update was written, so a blocking caller
+/// need not read it again; a non-settling update never does.
+#[test]
+fn a_settling_update_carries_the_committed_task_to_those_watching_it() {
+    use a2a_task_plane::events::TaskEvent;
+    use a2a_task_plane::record::ArtifactRecord;
+    let tmp = TempRoot::new("settled-snapshot");
+    let plane = plane(&tmp);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let accept = |id: &str| {
+        plane
+            .accept_in_context("alice", None, user(id, "x"), vec![])
+            .unwrap()
+            .task_id
+            .unwrap()
+    };
+    let artifact = ArtifactRecord {
+        artifact_id: "a-1".into(),
+        name: None,
+        description: None,
+        parts: agent("result").parts,
+        metadata: None,
+        extensions: vec![],
+    };
+    let watched = accept("m-1");
+    let mut updates = plane.events().subscribe(&watched);
+    plane.start_work(&watched).unwrap();
+    plane
+        .complete(&watched, vec![artifact.clone()], Some(agent("done")))
+        .unwrap();
+    let mut settled = None;
+    rt.block_on(async {
+        while let Ok(event) = updates.recv().await {
+            if let TaskEvent::Status {
+                state, settled: s, ..
+            } = &*event
+            {
+                if *state == TaskState::Working {
+                    assert!(s.is_none(), "WORKING does not settle");
+                }
+                if state.is_settled() {
+                    settled = s.clone();
+                    break;
+                }
+            }
+        }
+    });
+    let carried = settled.expect("the settling update carried the Task");
+    assert_eq!(*carried, plane.task(&watched, None, true).unwrap().unwrap());
+    assert_eq!(carried.state, TaskState::Completed);
+    assert_eq!((carried.history.len(), carried.artifacts.len()), (2, 1));
+}

@@ -70,6 +70,18 @@ pub fn project_task(ctx: &Ctx, record: &TaskRecord) -> Task {
     task
 }
 
+/// A Task as a settling update carried it (every history message: see
+/// `TaskEvent::Status::settled`), with the history cut to its last `history_length`
+/// messages as a read with that length returns it.
+pub fn project_settled(ctx: &Ctx, record: &TaskRecord, history_length: Option<u32>) -> Task {
+    let mut task = project_task(ctx, record);
+    if let Some(keep) = history_length {
+        let drop = task.history.len().saturating_sub(keep as usize);
+        task.history.drain(..drop);
+    }
+    task
+}
+
 /// One durable update of a Task as this caller's stream frame.
 pub fn event_frame(ctx: &Ctx, event: &TaskEvent) -> StreamResponse {
     let activated = &ctx.extensions;
@@ -80,6 +92,7 @@ pub fn event_frame(ctx: &Ctx, event: &TaskEvent) -> StreamResponse {
             state,
             message,
             at_ms,
+            ..
         } => {
             let mut message = message
                 .as_ref()

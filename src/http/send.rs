@@ -7,7 +7,7 @@ use hyper::body::Incoming;
 use hyper::{Request, Response, StatusCode};
 
 use super::error::ApiError;
-use super::project::task_snapshot;
+use super::project::{project_settled, task_snapshot};
 use super::task_stream::{stream_task, wait_settled};
 use super::{json_response, negotiate, sse, Body, Ctx};
 use crate::plane::{Acceptance, Inbound};
@@ -101,13 +101,20 @@ pub async fn send(ctx: Ctx, req: Request<Incoming>) -> Result<Response<Body>, Ap
             let history_length = config
                 .and_then(|c| c.history_length)
                 .map(|n| n.max(0) as u32);
-            if !config.is_some_and(|c| c.return_immediately) {
+            let settled = if config.is_some_and(|c| c.return_immediately) {
+                None
+            } else {
                 let timeout = Duration::from_millis(ctx.shared.config.blocking_timeout_ms);
-                wait_settled(&ctx, task_id, timeout).await?;
-            }
-            send_message_response::Payload::Task(
-                task_snapshot(&ctx, task_id, history_length).await?,
-            )
+                wait_settled(&ctx, task_id, timeout).await?
+            };
+            let task = match settled {
+                // The Task this caller's own message created or continued: theirs.
+                Some(record) if record.principal == ctx.principal => {
+                    project_settled(&ctx, &record, history_length)
+                }
+                _ => task_snapshot(&ctx, task_id, history_length).await?,
+            };
+            send_message_response::Payload::Task(task)
         }
         (None, None) => return Err(ApiError::internal("acceptance without a Task or a reply")),
     };

@@ -6,6 +6,7 @@
 //! Framing, the per-stream backlog and the write deadline are `sse.rs`'s; what a frame
 //! carries is `project.rs`'s.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use hyper::Response;
@@ -14,30 +15,40 @@ use super::conn::StreamGuard;
 use super::error::ApiError;
 use super::project::{event_frame, project_task, read_task, task_state};
 use super::{sse, Body, Ctx};
+use crate::events::TaskEvent;
+use crate::record::TaskRecord;
 use crate::wire::{stream_response, StreamResponse};
 
 /// SSE keep-alive interval.
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
 /// Waits until the Task is terminal or interrupted, `timeout` passes, or the listener
-/// shuts down — whichever comes first.
-pub async fn wait_settled(ctx: &Ctx, task_id: &str, timeout: Duration) -> Result<(), ApiError> {
+/// shuts down — whichever comes first. Returns the Task as the settling update left it
+/// when that update carried it (`TaskEvent::Status::settled`); otherwise the caller reads
+/// the snapshot it answers with.
+pub async fn wait_settled(
+    ctx: &Ctx,
+    task_id: &str,
+    timeout: Duration,
+) -> Result<Option<Arc<TaskRecord>>, ApiError> {
     let mut updates = ctx.shared.plane.events().subscribe(task_id);
-    // The caller reads the snapshot it answers with once this returns.
     if task_state(ctx, task_id)?.is_settled() {
-        return Ok(());
+        return Ok(None);
     }
     let deadline = tokio::time::Instant::now() + timeout;
     let mut shutdown = ctx.shared.shutdown.clone();
     loop {
         tokio::select! {
             update = updates.recv() => match update {
-                Ok(event) if event.state().is_some_and(crate::record::TaskState::is_settled) => return Ok(()),
-                Ok(_) => {}
-                Err(_) => return Ok(()), // fell behind: the snapshot read next tells the truth
+                Ok(event) => if let TaskEvent::Status { state, settled, .. } = &*event {
+                    if state.is_settled() {
+                        return Ok(settled.clone());
+                    }
+                },
+                Err(_) => return Ok(None), // fell behind: the snapshot read next tells the truth
             },
-            _ = tokio::time::sleep_until(deadline) => return Ok(()),
-            _ = shutdown.changed() => return Ok(()),
+            _ = tokio::time::sleep_until(deadline) => return Ok(None),
+            _ = shutdown.changed() => return Ok(None),
         }
     }
 }

@@ -28,6 +28,7 @@ pub(super) fn status(
         state,
         message: message.cloned(),
         at_ms,
+        settled: None,
     })
 }
 

@@ -378,6 +378,7 @@ impl TaskPlane {
                         state: TaskState::Submitted,
                         message: None,
                         at_ms: now,
+                        settled: None,
                     }));
                 }
                 published.push(Published::Accepted(Accepted {

@@ -195,8 +195,14 @@ impl TaskPlane {
     /// [`TaskPlane::write_publishing`] as a [`WriteJob`], for callers that must not block.
     fn publishing_job<R: Send + 'static>(
         &self,
-        work: impl FnMut(&WriteTx<'_>) -> Result<(R, Vec<Published>), PlaneError> + Send + 'static,
+        mut work: impl FnMut(&WriteTx<'_>) -> Result<(R, Vec<Published>), PlaneError> + Send + 'static,
     ) -> WriteJob<R> {
+        let events = self.events.clone();
+        let work = move |tx: &WriteTx<'_>| {
+            let (result, mut published) = work(tx)?;
+            attach_settled(tx.conn(), &events, &mut published);
+            Ok((result, published))
+        };
         let bus = self.events.clone();
         let publish: crate::store::OnCommit<(R, Vec<Published>)> =
             Box::new(move |(_, published)| {
@@ -221,5 +227,32 @@ impl TaskPlane {
         read: impl FnOnce(&Connection) -> Result<R, PlaneError>,
     ) -> Result<R, PlaneError> {
         self.store.read(read)
+    }
+}
+
+/// Gives each settling update of a watched Task the Task as this transaction leaves it
+/// (see `TaskEvent::Status::settled`). The writer's connection reads it from its warm page
+/// cache; a waiter's own read after the commit would start from an empty one. A Task
+/// nobody watches costs one lookup in the bus, and a failed read only leaves the waiter
+/// to read for itself.
+fn attach_settled(conn: &Connection, events: &EventBus, published: &mut [Published]) {
+    for p in published {
+        let Published::Task(TaskEvent::Status {
+            task_id,
+            state,
+            settled,
+            ..
+        }) = p
+        else {
+            continue;
+        };
+        if !state.is_settled() || settled.is_some() || !events.has_subscribers(task_id) {
+            continue;
+        }
+        *settled = crate::store::tasks::by_id(conn, task_id)
+            .ok()
+            .flatten()
+            .and_then(|row| query::read_full(conn, row, None, true).ok())
+            .map(Arc::new);
     }
 }

@@ -280,3 +280,60 @@ fn a_requested_context_id_is_bounded_like_every_identifier() {
         "message.contextId"
     );
 }
+
+/// A blocking send answers with the Task its settling update carried (read by the writer
+/// in the commit that settled it); that answer is exactly what a read of the Task returns
+/// right after, for every history length and for a continued Task.
+#[test]
+fn a_blocking_send_answers_with_what_a_read_of_the_settled_task_returns() {
+    let server = Server::start();
+    let get = |id: &str, history: Option<u32>| {
+        let path = match history {
+            Some(n) => format!("/tasks/{id}?historyLength={n}"),
+            None => format!("/tasks/{id}"),
+        };
+        let read = server.call("GET", &path, Some(ALICE), None);
+        assert_eq!(read.status, 200);
+        read.json()
+    };
+    let send = |id: &str, text: &str, extra: serde_json::Value, history: Option<u32>| {
+        let mut message = json!({"messageId": id, "role": "ROLE_USER", "parts": [{"text": text}]});
+        if let Some(extra) = extra.as_object() {
+            for (k, v) in extra {
+                message[k] = v.clone();
+            }
+        }
+        let mut body = json!({ "message": message });
+        if let Some(n) = history {
+            body["configuration"] = json!({ "historyLength": n });
+        }
+        let reply = server.call("POST", "/message:send", Some(ALICE), Some(body));
+        assert_eq!(
+            reply.status,
+            200,
+            "{}",
+            String::from_utf8_lossy(&reply.body)
+        );
+        reply.json()["task"].clone()
+    };
+    for (n, history) in [None, Some(0), Some(1), Some(5)].into_iter().enumerate() {
+        let done = send(&format!("m-{n}"), "summarise", json!({}), history);
+        assert_eq!(done["status"]["state"], "TASK_STATE_COMPLETED");
+        assert_eq!(
+            done,
+            get(done["id"].as_str().unwrap(), history),
+            "history {history:?}"
+        );
+    }
+    // Interrupted, then continued to completion: four history messages.
+    let asked = send("a-1", "ask", json!({}), None);
+    assert_eq!(asked["status"]["state"], "TASK_STATE_INPUT_REQUIRED");
+    let id = asked["id"].as_str().unwrap().to_string();
+    assert_eq!(asked, get(&id, None));
+    let continued = json!({"taskId": id, "contextId": asked["contextId"]});
+    let done = send("a-2", "the blue one", continued, Some(3));
+    assert_eq!(done["status"]["state"], "TASK_STATE_COMPLETED");
+    assert_eq!(done["history"].as_array().unwrap().len(), 3);
+    assert_eq!(done, get(&id, Some(3)));
+    assert_eq!(get(&id, None)["history"].as_array().unwrap().len(), 4);
+}
