@@ -151,7 +151,7 @@ pub(crate) fn continue_task(
     tx.step("task")?;
     tasks::set_status(
         conn,
-        task.seq,
+        task,
         TaskState::Submitted,
         None,
         now_ms,

@@ -84,7 +84,7 @@ impl TaskPlane {
                 TaskState::Submitted => {
                     tasks::set_status(
                         tx.conn(),
-                        task.seq,
+                        &task,
                         TaskState::Working,
                         None,
                         now,
@@ -152,7 +152,7 @@ impl TaskPlane {
             tasks::append_history(tx.conn(), &task, &question)?;
             tasks::set_status(
                 tx.conn(),
-                task.seq,
+                &task,
                 state,
                 Some(&question),
                 now,
@@ -229,7 +229,7 @@ impl TaskPlane {
             }
             tasks::set_status(
                 tx.conn(),
-                task.seq,
+                &task,
                 TaskState::Completed,
                 message.as_ref(),
                 now,
@@ -274,7 +274,7 @@ impl TaskPlane {
             tasks::append_history(tx.conn(), &task, &reason)?;
             tasks::set_status(
                 tx.conn(),
-                task.seq,
+                &task,
                 state,
                 Some(&reason),
                 now,
@@ -303,7 +303,7 @@ impl TaskPlane {
             }
             tasks::set_status(
                 tx.conn(),
-                task.seq,
+                &task,
                 state,
                 Some(&message),
                 now,
@@ -328,7 +328,7 @@ impl TaskPlane {
             }
             tasks::set_status(
                 tx.conn(),
-                task.seq,
+                &task,
                 TaskState::Canceled,
                 None,
                 now,

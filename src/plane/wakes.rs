@@ -96,7 +96,7 @@ impl TaskPlane {
             if state != TaskState::Working || task.record.status_message.is_some() {
                 tasks::set_status(
                     conn,
-                    task.seq,
+                    &task,
                     TaskState::Working,
                     None,
                     now,
@@ -155,7 +155,7 @@ impl TaskPlane {
                     tasks::append_history(conn, &task, &message)?;
                     tasks::set_status(
                         conn,
-                        task.seq,
+                        &task,
                         TaskState::Failed,
                         Some(&message),
                         now,

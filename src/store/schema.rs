@@ -6,7 +6,7 @@ use rusqlite::Connection;
 use super::StoreError;
 
 /// The schema version this build writes.
-pub const SCHEMA_VERSION: i64 = 6;
+pub const SCHEMA_VERSION: i64 = 7;
 
 /// The store's schema version, refused when a newer build wrote it.
 pub fn readable_version(conn: &Connection, path: &std::path::Path) -> Result<i64, StoreError> {
@@ -245,6 +245,15 @@ CREATE UNIQUE INDEX evidence_without_task ON evidence(evidence_id) WHERE task_id
 CREATE INDEX evidence_by_time ON evidence(recorded_ms);
 "#;
 
+/// Version 7: a Task's insert and state change keep its principal's count themselves
+/// (`store::tasks`, "Kept counts") instead of by trigger: a statement that fires a trigger
+/// copies every page it touches into a statement journal first. Deletes (compaction) keep
+/// theirs by the `task_counts_delete` trigger.
+const V7: &str = r#"
+DROP TRIGGER IF EXISTS task_counts_insert;
+DROP TRIGGER IF EXISTS task_counts_move;
+"#;
+
 /// The store's secret `name` (see [`V3`]).
 pub fn secret(conn: &Connection, name: &str) -> Result<Vec<u8>, StoreError> {
     Ok(
@@ -257,7 +266,15 @@ pub fn secret(conn: &Connection, name: &str) -> Result<Vec<u8>, StoreError> {
 /// Brings the schema to [`SCHEMA_VERSION`]. Refuses a store written by a newer build.
 pub fn migrate(conn: &mut Connection, path: &std::path::Path) -> Result<(), StoreError> {
     let version = readable_version(conn, path)?;
-    for (target, sql) in [(1, V1), (2, V2), (3, V3), (4, V4), (5, V5), (6, V6)] {
+    for (target, sql) in [
+        (1, V1),
+        (2, V2),
+        (3, V3),
+        (4, V4),
+        (5, V5),
+        (6, V6),
+        (7, V7),
+    ] {
         if version < target {
             let tx = conn.transaction()?;
             tx.execute_batch(sql)?;
