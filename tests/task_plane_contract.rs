@@ -826,3 +826,55 @@ fn a_settling_update_carries_the_committed_task_to_those_watching_it() {
     assert_eq!(carried.state, TaskState::Completed);
     assert_eq!((carried.history.len(), carried.artifacts.len()), (2, 1));
 }
+
+/// A watched intake's subscription starts at the acceptance's commit: it sees every later
+/// update even when the agent acted before the caller looked, so a blocking caller need
+/// not read the Task's state first. A duplicate (whose Task may be long settled) comes
+/// without one.
+#[test]
+fn a_watched_intake_sees_every_update_after_its_acceptance() {
+    use a2a_task_plane::events::TaskEvent;
+    use a2a_task_plane::plane::{AlwaysTask, Inbound};
+    let tmp = TempRoot::new("watched-intake");
+    let plane = plane(&tmp);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let inbound = || Inbound {
+        principal: "alice".into(),
+        context_id: None,
+        task_id: None,
+        message: user("m-1", "x"),
+        extensions: vec![],
+    };
+    let intake = |inbound| {
+        rt.block_on(plane.intake_watching(inbound, Arc::new(AlwaysTask), std::time::Duration::ZERO))
+            .unwrap()
+    };
+    let (accepted, updates) = intake(inbound());
+    let task = accepted.task_id.clone().unwrap();
+    // The agent settles the Task before the caller reads a single update.
+    plane.start_work(&task).unwrap();
+    plane.complete(&task, vec![], Some(agent("done"))).unwrap();
+    let mut updates = updates.expect("a created Task comes with its subscription");
+    let mut states = vec![];
+    let settled = rt.block_on(async {
+        tokio::time::timeout(std::time::Duration::from_secs(5), async {
+            while let Ok(event) = updates.recv().await {
+                if let TaskEvent::Status { state, .. } = &*event {
+                    states.push(*state);
+                    if state.is_settled() {
+                        return;
+                    }
+                }
+            }
+        })
+        .await
+    });
+    assert!(settled.is_ok(), "missed updates: saw only {states:?}");
+    assert_eq!(states, vec![TaskState::Working, TaskState::Completed]);
+    let (again, none) = intake(inbound());
+    assert_eq!(again.disposition, Disposition::Duplicate);
+    assert!(none.is_none(), "a duplicate comes without a subscription");
+}

@@ -10,6 +10,7 @@ use super::error::ApiError;
 use super::project::{project_settled, task_snapshot};
 use super::task_stream::{stream_task, wait_settled};
 use super::{json_response, negotiate, sse, Body, Ctx};
+use crate::events::TaskSubscription;
 use crate::plane::{Acceptance, Inbound};
 use crate::wire::{
     self, send_message_response, stream_response, SendMessageRequest, SendMessageResponse,
@@ -52,7 +53,10 @@ async fn parse(ctx: &Ctx, req: Request<Incoming>) -> Result<Parsed, ApiError> {
 /// Accepts the message through the plane's one intake decision: continuation by explicit
 /// taskId, the prior outcome of a duplicate, or new work (a Task, or a direct Message when
 /// the executor answers directly in time).
-async fn accept(ctx: &Ctx, request: &SendMessageRequest) -> Result<Acceptance, ApiError> {
+async fn accept(
+    ctx: &Ctx,
+    request: &SendMessageRequest,
+) -> Result<(Acceptance, Option<TaskSubscription>), ApiError> {
     let message = request
         .message
         .clone()
@@ -76,7 +80,7 @@ async fn accept(ctx: &Ctx, request: &SendMessageRequest) -> Result<Acceptance, A
         .clone();
     let bound = Duration::from_millis(ctx.shared.config.executor_timeout_ms);
     // Its own task: a panic in a plane call answers 500, as every other route's does.
-    match tokio::spawn(async move { plane.intake(inbound, executor, bound).await }).await {
+    match tokio::spawn(async move { plane.intake_watching(inbound, executor, bound).await }).await {
         Ok(result) => result.map_err(ApiError::from),
         Err(_) => Err(ApiError::internal(
             "the task plane call failed unexpectedly; nothing was acknowledged",
@@ -93,7 +97,7 @@ fn direct_message(acceptance: &Acceptance) -> Option<wire::Message> {
 
 pub async fn send(ctx: Ctx, req: Request<Incoming>) -> Result<Response<Body>, ApiError> {
     let Parsed { request } = parse(&ctx, req).await?;
-    let acceptance = accept(&ctx, &request).await?;
+    let (acceptance, updates) = accept(&ctx, &request).await?;
     let payload = match (direct_message(&acceptance), &acceptance.task_id) {
         (Some(message), _) => send_message_response::Payload::Message(message),
         (None, Some(task_id)) => {
@@ -105,7 +109,7 @@ pub async fn send(ctx: Ctx, req: Request<Incoming>) -> Result<Response<Body>, Ap
                 None
             } else {
                 let timeout = Duration::from_millis(ctx.shared.config.blocking_timeout_ms);
-                wait_settled(&ctx, task_id, timeout).await?
+                wait_settled(&ctx, task_id, updates, timeout).await?
             };
             let task = match settled {
                 // The Task this caller's own message created or continued: theirs.
@@ -128,7 +132,8 @@ pub async fn stream(ctx: Ctx, req: Request<Incoming>) -> Result<Response<Body>, 
     let Parsed { request } = parse(&ctx, req).await?;
     // The stream's place first: a message is never accepted and then refused a stream.
     let slot = ctx.start_stream()?;
-    let acceptance = accept(&ctx, &request).await?;
+    // The stream subscribes before it reads its first snapshot (`stream_task`).
+    let (acceptance, _) = accept(&ctx, &request).await?;
     if let Some(message) = direct_message(&acceptance) {
         // A direct Message is exactly one event, then the stream closes.
         let (response, events) = sse::response(&ctx.extensions, slot, ctx.write_timeout());

@@ -15,7 +15,7 @@ use super::conn::StreamGuard;
 use super::error::ApiError;
 use super::project::{event_frame, project_task, read_task, task_state};
 use super::{sse, Body, Ctx};
-use crate::events::TaskEvent;
+use crate::events::{TaskEvent, TaskSubscription};
 use crate::record::TaskRecord;
 use crate::wire::{stream_response, StreamResponse};
 
@@ -25,16 +25,25 @@ const KEEP_ALIVE: Duration = Duration::from_secs(15);
 /// Waits until the Task is terminal or interrupted, `timeout` passes, or the listener
 /// shuts down — whichever comes first. Returns the Task as the settling update left it
 /// when that update carried it (`TaskEvent::Status::settled`); otherwise the caller reads
-/// the snapshot it answers with.
+/// the snapshot it answers with. `since_acceptance` is a subscription taken at the
+/// commit that made the Task wait for the agent (`TaskPlane::intake_watching`): it has
+/// seen every update since, so the Task's state need not be read first.
 pub async fn wait_settled(
     ctx: &Ctx,
     task_id: &str,
+    since_acceptance: Option<TaskSubscription>,
     timeout: Duration,
 ) -> Result<Option<Arc<TaskRecord>>, ApiError> {
-    let mut updates = ctx.shared.plane.events().subscribe(task_id);
-    if task_state(ctx, task_id)?.is_settled() {
-        return Ok(None);
-    }
+    let mut updates = match since_acceptance {
+        Some(updates) => updates,
+        None => {
+            let updates = ctx.shared.plane.events().subscribe(task_id);
+            if task_state(ctx, task_id)?.is_settled() {
+                return Ok(None);
+            }
+            updates
+        }
+    };
     let deadline = tokio::time::Instant::now() + timeout;
     let mut shutdown = ctx.shared.shutdown.clone();
     loop {

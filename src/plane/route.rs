@@ -25,7 +25,8 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use super::{Acceptance, PlaneError, TaskPlane};
+use super::{Acceptance, Disposition, PlaneError, TaskPlane, WriteJob};
+use crate::events::TaskSubscription;
 use crate::record::{MessageRecord, Role};
 
 /// An executor's answer: `Ok(Some(reply))` answers directly, `Ok(None)` makes the message a
@@ -87,6 +88,31 @@ impl TaskPlane {
         executor: Arc<dyn Executor>,
         executor_timeout: Duration,
     ) -> Result<Acceptance, PlaneError> {
+        self.decide(inbound, executor, executor_timeout, false)
+            .await
+            .map(|(acceptance, _)| acceptance)
+    }
+
+    /// [`TaskPlane::intake`], with a subscription to the Task's updates from the commit
+    /// that created or continued it: the caller misses none of them and need not read the
+    /// Task's state to learn whether one came first. `None` for a duplicate (its Task may
+    /// have moved on long ago) and a direct Message.
+    pub async fn intake_watching(
+        &self,
+        inbound: Inbound,
+        executor: Arc<dyn Executor>,
+        executor_timeout: Duration,
+    ) -> Result<(Acceptance, Option<TaskSubscription>), PlaneError> {
+        self.decide(inbound, executor, executor_timeout, true).await
+    }
+
+    async fn decide(
+        &self,
+        inbound: Inbound,
+        executor: Arc<dyn Executor>,
+        executor_timeout: Duration,
+        watch: bool,
+    ) -> Result<(Acceptance, Option<TaskSubscription>), PlaneError> {
         let Inbound {
             principal,
             context_id,
@@ -96,35 +122,61 @@ impl TaskPlane {
         } = inbound;
         // Writes are awaited (no thread waits for the commit); the duplicate check before
         // asking the executor is one indexed read, run in place.
+        let watching = |job: WriteJob<Acceptance>| self.watching(job, watch);
         if let Some(task_id) = task_id {
-            return self
-                .continue_task_job(
-                    &principal,
-                    &task_id,
-                    context_id.as_deref(),
-                    message,
-                    extensions,
-                )
-                .done()
-                .await;
+            return watching(self.continue_task_job(
+                &principal,
+                &task_id,
+                context_id.as_deref(),
+                message,
+                extensions,
+            ))
+            .done()
+            .await;
         }
         if executor.answers() {
             if let Some(prior) =
                 self.prior_outcome(&principal, context_id.as_deref(), None, &message)?
             {
-                return Ok(prior);
+                return Ok((prior, None));
             }
             if let Some(reply) = ask(executor, &principal, &message, executor_timeout).await {
                 // A concurrent duplicate that won the race gets the first reply verbatim.
-                return self
-                    .respond_directly_job(&principal, context_id.as_deref(), message, reply)
-                    .done()
-                    .await;
+                return watching(self.respond_directly_job(
+                    &principal,
+                    context_id.as_deref(),
+                    message,
+                    reply,
+                ))
+                .done()
+                .await;
             }
         }
-        self.accept_in_context_job(&principal, context_id.as_deref(), message, extensions)
+        watching(self.accept_in_context_job(&principal, context_id.as_deref(), message, extensions))
             .done()
             .await
+    }
+
+    /// `job`, with (when `watch`) a subscription to the Task it creates or continues,
+    /// taken on the writer thread right after its commit and its announcement to the
+    /// agent. Every later update of the Task is published by the writer after a later
+    /// commit (the agent acts on the announcement with writes of its own), so the
+    /// subscription misses none.
+    fn watching(
+        &self,
+        job: WriteJob<Acceptance>,
+        watch: bool,
+    ) -> WriteJob<(Acceptance, Option<TaskSubscription>)> {
+        let events = watch.then(|| self.events.clone());
+        job.map(move |acceptance| {
+            let updates = match (&events, &acceptance.task_id, acceptance.disposition) {
+                (Some(events), Some(task_id), Disposition::Created | Disposition::Continued) => {
+                    Some(events.subscribe(task_id))
+                }
+                _ => None,
+            };
+            (acceptance, updates)
+        })
     }
 }
 
