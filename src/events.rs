@@ -27,9 +27,10 @@ pub enum TaskEvent {
         message: Option<MessageRecord>,
         at_ms: i64,
         /// The whole Task (every history message and artifact) as the commit of a settling
-        /// update left it, when someone was subscribed to the Task as the update was
-        /// written: a blocking `message:send` answers with it instead of reading the Task
-        /// again from a cold read connection. `None` otherwise; a subscriber then reads.
+        /// update left it, when someone waited to answer with it as the update was written
+        /// ([`EventBus::subscribe_until_settled`]): a blocking `message:send` answers with
+        /// it instead of reading the Task again on a cold read connection. `None`
+        /// otherwise; a waiter then reads.
         settled: Option<Arc<TaskRecord>>,
     },
     Artifact {
@@ -79,10 +80,18 @@ pub struct Activity {
     pub message: Option<String>,
 }
 
+/// One watched Task's channel.
+struct TaskChannel {
+    /// Updates are shared, not copied, between a Task's subscribers.
+    sender: broadcast::Sender<Arc<TaskEvent>>,
+    /// Subscribers that answer with the settled Task (see
+    /// [`EventBus::subscribe_until_settled`]).
+    settled_waiters: usize,
+}
+
 #[derive(Default)]
 struct Channels {
-    /// Updates are shared, not copied, between a Task's subscribers.
-    tasks: HashMap<String, broadcast::Sender<Arc<TaskEvent>>>,
+    tasks: HashMap<String, TaskChannel>,
     /// Activity watchers by id; a watcher whose receiver is gone is dropped on send.
     activity: Vec<(u64, mpsc::Sender<Activity>)>,
     /// Acceptance watchers (wake queues) by id; never lag, never poll.
@@ -120,15 +129,30 @@ pub struct EventBus {
 impl EventBus {
     /// Listens to one Task's updates from now on.
     pub fn subscribe(&self, task_id: &str) -> TaskSubscription {
+        self.subscription(task_id, false)
+    }
+
+    /// [`EventBus::subscribe`] for a caller that answers with the Task once it settles (a
+    /// blocking `message:send`): while it listens, the Task's settling update carries the
+    /// Task as its commit left it (`TaskEvent::Status::settled`).
+    pub fn subscribe_until_settled(&self, task_id: &str) -> TaskSubscription {
+        self.subscription(task_id, true)
+    }
+
+    fn subscription(&self, task_id: &str, wants_settled: bool) -> TaskSubscription {
         let mut channels = self.channels.lock().unwrap_or_else(|p| p.into_inner());
-        let receiver = channels
+        let channel = channels
             .tasks
             .entry(task_id.to_string())
-            .or_insert_with(|| broadcast::channel(TASK_CHANNEL_CAPACITY).0)
-            .subscribe();
+            .or_insert_with(|| TaskChannel {
+                sender: broadcast::channel(TASK_CHANNEL_CAPACITY).0,
+                settled_waiters: 0,
+            });
+        channel.settled_waiters += usize::from(wants_settled);
         TaskSubscription {
-            receiver: Some(receiver),
+            receiver: Some(channel.sender.subscribe()),
             task_id: task_id.to_string(),
+            wants_settled,
             channels: self.channels.clone(),
         }
     }
@@ -172,13 +196,14 @@ impl EventBus {
         channels.accepted_sinks.retain(|(w, _)| *w != id);
     }
 
-    /// Whether anyone listens to Task `task_id` now.
-    pub fn has_subscribers(&self, task_id: &str) -> bool {
+    /// Whether someone waits to answer with Task `task_id` once it settles (see
+    /// [`EventBus::subscribe_until_settled`]).
+    pub fn wants_settled(&self, task_id: &str) -> bool {
         let channels = self.channels.lock().unwrap_or_else(|p| p.into_inner());
         channels
             .tasks
             .get(task_id)
-            .is_some_and(|s| s.receiver_count() > 0)
+            .is_some_and(|c| c.settled_waiters > 0)
     }
 
     pub(crate) fn publish(&self, event: TaskEvent) {
@@ -196,9 +221,9 @@ impl EventBus {
                 message: message.as_ref().map(MessageRecord::text),
             });
         }
-        if let Some(sender) = channels.tasks.get(event.task_id()) {
+        if let Some(channel) = channels.tasks.get(event.task_id()) {
             // No receiver left is fine: the last subscription is being dropped.
-            let _ = sender.send(Arc::new(event));
+            let _ = channel.sender.send(Arc::new(event));
         }
     }
 
@@ -222,6 +247,7 @@ impl EventBus {
 pub struct TaskSubscription {
     receiver: Option<broadcast::Receiver<Arc<TaskEvent>>>,
     task_id: String,
+    wants_settled: bool,
     channels: Arc<Mutex<Channels>>,
 }
 
@@ -240,11 +266,11 @@ impl Drop for TaskSubscription {
     fn drop(&mut self) {
         self.receiver.take();
         let mut channels = self.channels.lock().unwrap_or_else(|p| p.into_inner());
-        if channels
-            .tasks
-            .get(&self.task_id)
-            .is_some_and(|s| s.receiver_count() == 0)
-        {
+        let Some(channel) = channels.tasks.get_mut(&self.task_id) else {
+            return;
+        };
+        channel.settled_waiters -= usize::from(self.wants_settled);
+        if channel.sender.receiver_count() == 0 {
             channels.tasks.remove(&self.task_id);
         }
     }

@@ -771,10 +771,11 @@ fn a_reply_anchor_records_only_a_response_the_plane_delivered() {
 }
 
 /// A settling update carries the Task as its commit left it (every history message and
-/// artifact) when the Task was watched as the update was written, so a blocking caller
-/// need not read it again; a non-settling update never does.
+/// artifact) when someone waited to answer with the Task as the update was written, so a
+/// blocking caller need not read it again; a non-settling update never does, nor one that
+/// only streams watched.
 #[test]
-fn a_settling_update_carries_the_committed_task_to_those_watching_it() {
+fn a_settling_update_carries_the_committed_task_to_those_waiting_to_answer_with_it() {
     use a2a_task_plane::events::TaskEvent;
     use a2a_task_plane::record::ArtifactRecord;
     let tmp = TempRoot::new("settled-snapshot");
@@ -799,7 +800,9 @@ fn a_settling_update_carries_the_committed_task_to_those_watching_it() {
         extensions: vec![],
     };
     let watched = accept("m-1");
-    let mut updates = plane.events().subscribe(&watched);
+    let mut updates = plane.events().subscribe_until_settled(&watched);
+    // A stream's subscription sees the same updates.
+    let mut streamed = plane.events().subscribe(&watched);
     plane.start_work(&watched).unwrap();
     plane
         .complete(&watched, vec![artifact.clone()], Some(agent("done")))
@@ -822,9 +825,29 @@ fn a_settling_update_carries_the_committed_task_to_those_watching_it() {
         }
     });
     let carried = settled.expect("the settling update carried the Task");
+    let seen = rt.block_on(async { streamed.recv().await.unwrap() });
+    assert_eq!(seen.state(), Some(TaskState::Working));
     assert_eq!(*carried, plane.task(&watched, None, true).unwrap().unwrap());
     assert_eq!(carried.state, TaskState::Completed);
     assert_eq!((carried.history.len(), carried.artifacts.len()), (2, 1));
+    drop(updates);
+
+    // Only a subscription that waits to answer with the Task asks for it.
+    let streamed_only = accept("m-2");
+    let mut streamed = plane.events().subscribe(&streamed_only);
+    plane.start_work(&streamed_only).unwrap();
+    plane
+        .complete(&streamed_only, vec![], Some(agent("done")))
+        .unwrap();
+    let last = rt.block_on(async {
+        loop {
+            let event = streamed.recv().await.unwrap();
+            if event.state().is_some_and(TaskState::is_settled) {
+                return event;
+            }
+        }
+    });
+    assert!(matches!(&*last, TaskEvent::Status { settled: None, .. }));
 }
 
 /// A watched intake's subscription starts at the acceptance's commit: it sees every later

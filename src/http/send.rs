@@ -53,9 +53,12 @@ async fn parse(ctx: &Ctx, req: Request<Incoming>) -> Result<Parsed, ApiError> {
 /// Accepts the message through the plane's one intake decision: continuation by explicit
 /// taskId, the prior outcome of a duplicate, or new work (a Task, or a direct Message when
 /// the executor answers directly in time).
+/// With `watch`, the Task it creates or continues comes with a subscription that waits
+/// for it to settle (`TaskPlane::intake_watching`).
 async fn accept(
     ctx: &Ctx,
     request: &SendMessageRequest,
+    watch: bool,
 ) -> Result<(Acceptance, Option<TaskSubscription>), ApiError> {
     let message = request
         .message
@@ -80,7 +83,15 @@ async fn accept(
         .clone();
     let bound = Duration::from_millis(ctx.shared.config.executor_timeout_ms);
     // Its own task: a panic in a plane call answers 500, as every other route's does.
-    match tokio::spawn(async move { plane.intake_watching(inbound, executor, bound).await }).await {
+    let intake = async move {
+        if watch {
+            plane.intake_watching(inbound, executor, bound).await
+        } else {
+            let acceptance = plane.intake(inbound, executor, bound).await?;
+            Ok((acceptance, None))
+        }
+    };
+    match tokio::spawn(intake).await {
         Ok(result) => result.map_err(ApiError::from),
         Err(_) => Err(ApiError::internal(
             "the task plane call failed unexpectedly; nothing was acknowledged",
@@ -97,7 +108,11 @@ fn direct_message(acceptance: &Acceptance) -> Option<wire::Message> {
 
 pub async fn send(ctx: Ctx, req: Request<Incoming>) -> Result<Response<Body>, ApiError> {
     let Parsed { request } = parse(&ctx, req).await?;
-    let (acceptance, updates) = accept(&ctx, &request).await?;
+    let blocking = !request
+        .configuration
+        .as_ref()
+        .is_some_and(|c| c.return_immediately);
+    let (acceptance, updates) = accept(&ctx, &request, blocking).await?;
     let payload = match (direct_message(&acceptance), &acceptance.task_id) {
         (Some(message), _) => send_message_response::Payload::Message(message),
         (None, Some(task_id)) => {
@@ -105,7 +120,7 @@ pub async fn send(ctx: Ctx, req: Request<Incoming>) -> Result<Response<Body>, Ap
             let history_length = config
                 .and_then(|c| c.history_length)
                 .map(|n| n.max(0) as u32);
-            let settled = if config.is_some_and(|c| c.return_immediately) {
+            let settled = if !blocking {
                 None
             } else {
                 let timeout = Duration::from_millis(ctx.shared.config.blocking_timeout_ms);
@@ -133,7 +148,7 @@ pub async fn stream(ctx: Ctx, req: Request<Incoming>) -> Result<Response<Body>, 
     // The stream's place first: a message is never accepted and then refused a stream.
     let slot = ctx.start_stream()?;
     // The stream subscribes before it reads its first snapshot (`stream_task`).
-    let (acceptance, _) = accept(&ctx, &request).await?;
+    let (acceptance, _) = accept(&ctx, &request, false).await?;
     if let Some(message) = direct_message(&acceptance) {
         // A direct Message is exactly one event, then the stream closes.
         let (response, events) = sse::response(&ctx.extensions, slot, ctx.write_timeout());

@@ -37,7 +37,7 @@ pub async fn wait_settled(
     let mut updates = match since_acceptance {
         Some(updates) => updates,
         None => {
-            let updates = ctx.shared.plane.events().subscribe(task_id);
+            let updates = ctx.shared.plane.events().subscribe_until_settled(task_id);
             if task_state(ctx, task_id)?.is_settled() {
                 return Ok(None);
             }

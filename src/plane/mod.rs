@@ -230,10 +230,10 @@ impl TaskPlane {
     }
 }
 
-/// Gives each settling update of a watched Task the Task as this transaction leaves it
-/// (see `TaskEvent::Status::settled`). The writer's connection reads it from its warm page
+/// Gives each settling update of a Task someone waits on to answer with it the Task as
+/// this transaction leaves it (see `TaskEvent::Status::settled`). The writer's connection reads it from its warm page
 /// cache; a waiter's own read after the commit would start from an empty one. A Task
-/// nobody watches costs one lookup in the bus, and a failed read only leaves the waiter
+/// nobody waits on costs one lookup in the bus, and a failed read only leaves the waiter
 /// to read for itself.
 fn attach_settled(conn: &Connection, events: &EventBus, published: &mut [Published]) {
     for p in published {
@@ -246,7 +246,7 @@ fn attach_settled(conn: &Connection, events: &EventBus, published: &mut [Publish
         else {
             continue;
         };
-        if !state.is_settled() || settled.is_some() || !events.has_subscribers(task_id) {
+        if !state.is_settled() || settled.is_some() || !events.wants_settled(task_id) {
             continue;
         }
         *settled = crate::store::tasks::by_id(conn, task_id)

@@ -171,7 +171,7 @@ impl TaskPlane {
         job.map(move |acceptance| {
             let updates = match (&events, &acceptance.task_id, acceptance.disposition) {
                 (Some(events), Some(task_id), Disposition::Created | Disposition::Continued) => {
-                    Some(events.subscribe(task_id))
+                    Some(events.subscribe_until_settled(task_id))
                 }
                 _ => None,
             };
