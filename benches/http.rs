@@ -332,6 +332,10 @@ fn main() {
     let only = arg("--only");
     let wanted = move |case: &str| only.as_deref().is_none_or(|o| o == case);
     let duration = Duration::from_secs(seconds);
+    // `--send-seconds N`: the send case's own length (profiling another case after it).
+    let send_duration = arg("--send-seconds")
+        .and_then(|s| s.parse().ok())
+        .map_or(duration, Duration::from_secs);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()
@@ -412,7 +416,7 @@ fn main() {
         let sends = load(
             t.clone(),
             conns,
-            duration,
+            send_duration,
             Arc::new(|i| {
                 (
                     "POST".into(),

@@ -857,7 +857,7 @@ fn a_settling_update_carries_the_committed_task_to_those_waiting_to_answer_with_
 #[test]
 fn a_watched_intake_sees_every_update_after_its_acceptance() {
     use a2a_task_plane::events::TaskEvent;
-    use a2a_task_plane::plane::{AlwaysTask, Inbound};
+    use a2a_task_plane::plane::{AlwaysTask, Inbound, Watch};
     let tmp = TempRoot::new("watched-intake");
     let plane = plane(&tmp);
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -872,8 +872,13 @@ fn a_watched_intake_sees_every_update_after_its_acceptance() {
         extensions: vec![],
     };
     let intake = |inbound| {
-        rt.block_on(plane.intake_watching(inbound, Arc::new(AlwaysTask), std::time::Duration::ZERO))
-            .unwrap()
+        rt.block_on(plane.intake_watching(
+            inbound,
+            Arc::new(AlwaysTask),
+            std::time::Duration::ZERO,
+            Watch::UntilSettled,
+        ))
+        .unwrap()
     };
     let (accepted, updates) = intake(inbound());
     let task = accepted.task_id.clone().unwrap();

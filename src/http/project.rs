@@ -70,10 +70,11 @@ pub fn project_task(ctx: &Ctx, record: &TaskRecord) -> Task {
     task
 }
 
-/// A Task as a settling update carried it (every history message: see
-/// `TaskEvent::Status::settled`), with the history cut to its last `history_length`
-/// messages as a read with that length returns it.
-pub fn project_settled(ctx: &Ctx, record: &TaskRecord, history_length: Option<u32>) -> Task {
+/// A whole Task the plane handed over (every history message: a settling update's
+/// `TaskEvent::Status::settled`, an acceptance's `created`) as this caller sees it, with
+/// the history cut to its last `history_length` messages as a read with that length
+/// returns it.
+pub fn project_with_history(ctx: &Ctx, record: &TaskRecord, history_length: Option<u32>) -> Task {
     let mut task = project_task(ctx, record);
     if let Some(keep) = history_length {
         let drop = task.history.len().saturating_sub(keep as usize);

@@ -7,11 +7,11 @@ use hyper::body::Incoming;
 use hyper::{Request, Response, StatusCode};
 
 use super::error::ApiError;
-use super::project::{project_settled, task_snapshot};
-use super::task_stream::{stream_task, wait_settled};
+use super::project::{project_with_history, task_snapshot};
+use super::task_stream::{stream_from, stream_task, wait_settled};
 use super::{json_response, negotiate, sse, Body, Ctx};
 use crate::events::TaskSubscription;
-use crate::plane::{Acceptance, Inbound};
+use crate::plane::{Acceptance, Inbound, Watch};
 use crate::wire::{
     self, send_message_response, stream_response, SendMessageRequest, SendMessageResponse,
     StreamResponse,
@@ -53,12 +53,12 @@ async fn parse(ctx: &Ctx, req: Request<Incoming>) -> Result<Parsed, ApiError> {
 /// Accepts the message through the plane's one intake decision: continuation by explicit
 /// taskId, the prior outcome of a duplicate, or new work (a Task, or a direct Message when
 /// the executor answers directly in time).
-/// With `watch`, the Task it creates or continues comes with a subscription that waits
-/// for it to settle (`TaskPlane::intake_watching`).
+/// With `watch`, the Task it creates or continues comes with a subscription from the
+/// commit that accepted it (`TaskPlane::intake_watching`).
 async fn accept(
     ctx: &Ctx,
     request: &SendMessageRequest,
-    watch: bool,
+    watch: Option<Watch>,
 ) -> Result<(Acceptance, Option<TaskSubscription>), ApiError> {
     let message = request
         .message
@@ -84,11 +84,9 @@ async fn accept(
     let bound = Duration::from_millis(ctx.shared.config.executor_timeout_ms);
     // Its own task: a panic in a plane call answers 500, as every other route's does.
     let intake = async move {
-        if watch {
-            plane.intake_watching(inbound, executor, bound).await
-        } else {
-            let acceptance = plane.intake(inbound, executor, bound).await?;
-            Ok((acceptance, None))
+        match watch {
+            Some(watch) => plane.intake_watching(inbound, executor, bound, watch).await,
+            None => Ok((plane.intake(inbound, executor, bound).await?, None)),
         }
     };
     match tokio::spawn(intake).await {
@@ -112,7 +110,8 @@ pub async fn send(ctx: Ctx, req: Request<Incoming>) -> Result<Response<Body>, Ap
         .configuration
         .as_ref()
         .is_some_and(|c| c.return_immediately);
-    let (acceptance, updates) = accept(&ctx, &request, blocking).await?;
+    let watch = blocking.then_some(Watch::UntilSettled);
+    let (acceptance, updates) = accept(&ctx, &request, watch).await?;
     let payload = match (direct_message(&acceptance), &acceptance.task_id) {
         (Some(message), _) => send_message_response::Payload::Message(message),
         (None, Some(task_id)) => {
@@ -129,7 +128,7 @@ pub async fn send(ctx: Ctx, req: Request<Incoming>) -> Result<Response<Body>, Ap
             let task = match settled {
                 // The Task this caller's own message created or continued: theirs.
                 Some(record) if record.principal == ctx.principal => {
-                    project_settled(&ctx, &record, history_length)
+                    project_with_history(&ctx, &record, history_length)
                 }
                 _ => task_snapshot(&ctx, task_id, history_length).await?,
             };
@@ -147,8 +146,7 @@ pub async fn stream(ctx: Ctx, req: Request<Incoming>) -> Result<Response<Body>, 
     let Parsed { request } = parse(&ctx, req).await?;
     // The stream's place first: a message is never accepted and then refused a stream.
     let slot = ctx.start_stream()?;
-    // The stream subscribes before it reads its first snapshot (`stream_task`).
-    let (acceptance, _) = accept(&ctx, &request, false).await?;
+    let (acceptance, updates) = accept(&ctx, &request, Some(Watch::Updates)).await?;
     if let Some(message) = direct_message(&acceptance) {
         // A direct Message is exactly one event, then the stream closes.
         let (response, events) = sse::response(&ctx.extensions, slot, ctx.write_timeout());
@@ -169,5 +167,13 @@ pub async fn stream(ctx: Ctx, req: Request<Incoming>) -> Result<Response<Body>, 
         .as_ref()
         .and_then(|c| c.history_length)
         .map(|n| n.max(0) as u32);
-    stream_task(ctx, slot, task_id, history_length).await
+    match (acceptance.created, updates) {
+        // A new Task of this caller's: its first frame is the Task as created, and the
+        // subscription from that commit brings every update since.
+        (Some(created), Some(updates)) if created.principal == ctx.principal => {
+            let first = project_with_history(&ctx, &created, history_length);
+            Ok(stream_from(ctx, slot, first, created.state, updates, true))
+        }
+        _ => stream_task(ctx, slot, task_id, history_length).await,
+    }
 }

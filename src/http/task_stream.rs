@@ -16,7 +16,8 @@ use super::error::ApiError;
 use super::project::{event_frame, project_task, read_task, task_state};
 use super::{sse, Body, Ctx};
 use crate::events::{TaskEvent, TaskSubscription};
-use crate::record::TaskRecord;
+use crate::record::{TaskRecord, TaskState};
+use crate::wire::Task;
 use crate::wire::{stream_response, StreamResponse};
 
 /// SSE keep-alive interval.
@@ -73,18 +74,38 @@ pub async fn stream_updates(
     close_if_settled: bool,
 ) -> Result<Response<Body>, ApiError> {
     // Subscribe before reading the snapshot, so no update falls between the two.
-    let mut updates = ctx.shared.plane.events().subscribe(&task_id);
+    let updates = ctx.shared.plane.events().subscribe(&task_id);
     let record = read_task(&ctx, &task_id, history_length).await?;
+    let first = project_task(&ctx, &record);
+    Ok(stream_from(
+        ctx,
+        slot,
+        first,
+        record.state,
+        updates,
+        close_if_settled,
+    ))
+}
+
+/// Streams `first`, a snapshot of the Task in `state`, then each update `updates` brings
+/// (a subscription taken before the snapshot was), as [`stream_updates`] describes.
+pub fn stream_from(
+    ctx: Ctx,
+    slot: StreamGuard,
+    first: Task,
+    state: TaskState,
+    mut updates: TaskSubscription,
+    close_if_settled: bool,
+) -> Response<Body> {
     let (response, events) = sse::response(&ctx.extensions, slot, ctx.write_timeout());
     // A terminal snapshot always ends the stream (nothing more can happen), even when the
     // Task settled between the caller's checks and this read.
-    let ends_now = record.state.is_terminal() || (close_if_settled && record.state.is_settled());
+    let ends_now = state.is_terminal() || (close_if_settled && state.is_settled());
     // Encoded here, so the stream keeps neither the record nor its wire copy: only the
     // bytes, until the client has taken them.
     let first = sse::frame(&StreamResponse {
-        payload: Some(stream_response::Payload::Task(project_task(&ctx, &record))),
+        payload: Some(stream_response::Payload::Task(first)),
     });
-    drop(record);
     let mut shutdown = ctx.shared.shutdown.clone();
     tokio::spawn(async move {
         if !events.push(first).await || ends_now {
@@ -118,7 +139,7 @@ pub async fn stream_updates(
             }
         }
     });
-    Ok(response)
+    response
 }
 
 /// `message:stream` after acceptance (`slot` was taken before intake, so an accepted

@@ -2,13 +2,15 @@
 //! claim, context, Task, history, evidence and the wake record — is written here inside
 //! one writer transaction, so it is committed whole or not at all.
 
+use std::sync::Arc;
+
 use serde_json::json;
 
 use super::inbound::Intake;
 use super::intake::{Acceptance, Disposition};
 use super::PlaneError;
 use crate::ids;
-use crate::record::{ClaimRoute, EvidenceKind, MessageRecord, TaskState};
+use crate::record::{ClaimRoute, EvidenceKind, MessageRecord, TaskRecord, TaskState};
 use crate::store::claims::{self, NewClaim};
 use crate::store::contexts;
 use crate::store::evidence::{self, NewEvidence};
@@ -57,6 +59,7 @@ pub(crate) fn prior_outcome(
         disposition: Disposition::Duplicate,
         state,
         direct_reply: prior.direct_reply,
+        created: None,
     }))
 }
 
@@ -128,7 +131,7 @@ pub(crate) fn create_task(
     )?;
     tx.step("history")?;
     tasks::insert_first_message(conn, seq, &intake.message)?;
-    record_claim(
+    let mut acceptance = record_claim(
         tx,
         intake,
         ClaimRoute::Created,
@@ -136,7 +139,24 @@ pub(crate) fn create_task(
         &context_id,
         None,
         now_ms,
-    )
+    )?;
+    // The Task as these rows record it (what a read right after the commit returns).
+    acceptance.created = Some(Arc::new(TaskRecord {
+        task_id,
+        principal: intake.principal.clone(),
+        context_id,
+        source: intake.source.clone(),
+        continuation: intake.continuation,
+        state: TaskState::Submitted,
+        status_message: None,
+        status_ms: now_ms,
+        created_ms: now_ms,
+        input_request_open: false,
+        extensions: intake.extensions.clone(),
+        history: vec![intake.message.clone()],
+        artifacts: vec![],
+    }));
+    Ok(acceptance)
 }
 
 /// Attaches the message to a waiting Task: the request is answered and the Task goes
@@ -258,5 +278,6 @@ fn record_claim(
         },
         state: task_id.map(|_| TaskState::Submitted),
         direct_reply: direct_reply.cloned(),
+        created: None,
     })
 }

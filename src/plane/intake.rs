@@ -4,13 +4,15 @@
 //! anchor, an authorized explicit taskId, a context the principal owns) and accepts it
 //! in one writer transaction ([`acceptance`](super::acceptance)).
 
+use std::sync::Arc;
+
 use serde_json::Value;
 
 use super::acceptance;
 use super::inbound::{check_content, Intake};
 use super::{PlaneError, Published, TaskPlane, WriteJob};
 use crate::events::{Accepted, TaskEvent};
-use crate::record::{Continuation, Locator, MessageRecord, Role, TaskState};
+use crate::record::{Continuation, Locator, MessageRecord, Role, TaskRecord, TaskState};
 use crate::store::anchors;
 use crate::store::tasks;
 use crate::store::{contexts, Connection, WriteTx};
@@ -68,6 +70,9 @@ pub struct Acceptance {
     pub state: Option<TaskState>,
     /// The direct Message outcome, verbatim.
     pub direct_reply: Option<MessageRecord>,
+    /// A Task this acceptance created, whole, as its commit left it (a stream's first
+    /// frame, without reading it back); `None` for any other outcome.
+    pub created: Option<Arc<TaskRecord>>,
 }
 
 impl TaskPlane {

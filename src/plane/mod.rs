@@ -57,7 +57,7 @@ pub use inspect::{Inspector, StoreStats};
 pub use intake::{Acceptance, Activation, Disposition};
 pub use query::{ListFilter, PageCursor, SummaryFilter, TaskPage, TaskSummary};
 pub use retention::{CompactionReport, RETENTION_MS};
-pub use route::{check_direct_reply, AlwaysTask, Answer, Executor, Inbound};
+pub use route::{check_direct_reply, AlwaysTask, Answer, Executor, Inbound, Watch};
 pub use session::{session_file, SESSIONS_DIR};
 pub use sources::A2A_SOURCE;
 pub use wakes::Delivery;

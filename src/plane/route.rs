@@ -46,6 +46,17 @@ pub trait Executor: Send + Sync + 'static {
     fn answer(&self, principal: &str, message: &MessageRecord) -> Answer;
 }
 
+/// How a caller of [`TaskPlane::intake_watching`] follows the Task it created or
+/// continued.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Watch {
+    /// Every update (a stream).
+    Updates,
+    /// Every update, to answer with the Task once it settles (a blocking send): the
+    /// settling update carries the Task (`EventBus::subscribe_until_settled`).
+    UntilSettled,
+}
+
 /// The default executor: every message is work (the resident mints Tasks).
 pub struct AlwaysTask;
 
@@ -88,22 +99,24 @@ impl TaskPlane {
         executor: Arc<dyn Executor>,
         executor_timeout: Duration,
     ) -> Result<Acceptance, PlaneError> {
-        self.decide(inbound, executor, executor_timeout, false)
+        self.decide(inbound, executor, executor_timeout, None)
             .await
             .map(|(acceptance, _)| acceptance)
     }
 
-    /// [`TaskPlane::intake`], with a subscription to the Task's updates from the commit
-    /// that created or continued it: the caller misses none of them and need not read the
-    /// Task's state to learn whether one came first. `None` for a duplicate (its Task may
-    /// have moved on long ago) and a direct Message.
+    /// [`TaskPlane::intake`], with a subscription (`watch`) to the Task's updates from the
+    /// commit that created or continued it: the caller misses none of them and need not
+    /// read the Task's state to learn whether one came first. `None` for a duplicate (its
+    /// Task may have moved on long ago) and a direct Message.
     pub async fn intake_watching(
         &self,
         inbound: Inbound,
         executor: Arc<dyn Executor>,
         executor_timeout: Duration,
+        watch: Watch,
     ) -> Result<(Acceptance, Option<TaskSubscription>), PlaneError> {
-        self.decide(inbound, executor, executor_timeout, true).await
+        self.decide(inbound, executor, executor_timeout, Some(watch))
+            .await
     }
 
     async fn decide(
@@ -111,7 +124,7 @@ impl TaskPlane {
         inbound: Inbound,
         executor: Arc<dyn Executor>,
         executor_timeout: Duration,
-        watch: bool,
+        watch: Option<Watch>,
     ) -> Result<(Acceptance, Option<TaskSubscription>), PlaneError> {
         let Inbound {
             principal,
@@ -165,14 +178,19 @@ impl TaskPlane {
     fn watching(
         &self,
         job: WriteJob<Acceptance>,
-        watch: bool,
+        watch: Option<Watch>,
     ) -> WriteJob<(Acceptance, Option<TaskSubscription>)> {
-        let events = watch.then(|| self.events.clone());
+        let events = watch.map(|watch| (self.events.clone(), watch));
         job.map(move |acceptance| {
             let updates = match (&events, &acceptance.task_id, acceptance.disposition) {
-                (Some(events), Some(task_id), Disposition::Created | Disposition::Continued) => {
-                    Some(events.subscribe_until_settled(task_id))
-                }
+                (
+                    Some((events, watch)),
+                    Some(task_id),
+                    Disposition::Created | Disposition::Continued,
+                ) => Some(match watch {
+                    Watch::Updates => events.subscribe(task_id),
+                    Watch::UntilSettled => events.subscribe_until_settled(task_id),
+                }),
                 _ => None,
             };
             (acceptance, updates)

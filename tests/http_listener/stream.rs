@@ -57,3 +57,42 @@ fn message_stream_of_a_direct_message_is_one_event() {
     assert_eq!(events.len(), 1);
     assert_eq!(events[0]["message"]["role"], "ROLE_AGENT");
 }
+
+/// A new Task's stream starts from the Task as its acceptance created it (no read back):
+/// that first frame is exactly what a read of the Task returns then, for every history
+/// length, and the updates after it are the ones a read would show next.
+#[test]
+fn a_new_tasks_stream_starts_with_what_a_read_of_the_task_returns() {
+    let server = Server::start();
+    for (n, history) in [None, Some(0u32), Some(1)].into_iter().enumerate() {
+        let mut body = json!({"message": {"messageId": format!("h-{n}"), "role": "ROLE_USER",
+            "parts": [{"text": "hold"}], "metadata": {"n": n}}});
+        if let Some(h) = history {
+            body["configuration"] = json!({ "historyLength": h });
+        }
+        let mut stream = server.stream("POST", "/message:stream", ALICE, Some(body));
+        let first = stream.next_event().expect("the Task first")["task"].clone();
+        let path = match history {
+            Some(h) => format!("/tasks/{}?historyLength={h}", first["id"].as_str().unwrap()),
+            None => format!("/tasks/{}", first["id"].as_str().unwrap()),
+        };
+        let read = server.call("GET", &path, Some(ALICE), None);
+        assert_eq!(first, read.json(), "history {history:?}");
+    }
+    // And one the agent settles: the frames after the first bring it to what a read says.
+    let body = json!({"message": {"messageId": "w-1", "role": "ROLE_USER", "parts": [{"text": "summarise"}]}});
+    let events = server
+        .call("POST", "/message:stream", Some(ALICE), Some(body))
+        .events();
+    let id = events[0]["task"]["id"].as_str().unwrap();
+    let last = events.last().unwrap();
+    let read = server
+        .call("GET", &format!("/tasks/{id}"), Some(ALICE), None)
+        .json();
+    assert_eq!(last["statusUpdate"]["status"], read["status"]);
+    let artifacts: Vec<_> = events
+        .iter()
+        .filter_map(|e| e.get("artifactUpdate").map(|a| a["artifact"].clone()))
+        .collect();
+    assert_eq!(serde_json::Value::from(artifacts), read["artifacts"]);
+}
