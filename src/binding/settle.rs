@@ -34,8 +34,17 @@ struct Queue {
     scheduled: AtomicBool,
     /// Promises made and not yet settled (changed on the JS thread only).
     unsettled: AtomicUsize,
-    tsfn: std::sync::atomic::AtomicPtr<sys::napi_threadsafe_function__>,
+    /// The function, until its finalizer runs: Node finalizes it itself when it tears the
+    /// env down (before it finalizes the objects that still hold a [`Settler`]), and a
+    /// call or release after that would touch freed memory. Every use holds this lock.
+    tsfn: Mutex<Tsfn>,
 }
+
+/// A threadsafe function pointer; null once finalized.
+struct Tsfn(sys::napi_threadsafe_function);
+// SAFETY: a threadsafe function may be used from any thread; the pointer is only used
+// under the queue's lock, and never after the finalizer nulled it.
+unsafe impl Send for Tsfn {}
 
 /// One threadsafe function that settles queued Promises (see the module doc).
 pub(super) struct Settler {
@@ -48,11 +57,17 @@ unsafe impl Send for Settler {}
 // SAFETY: as above; the rest is behind a mutex and atomics.
 unsafe impl Sync for Settler {}
 
-impl Settler {
-    fn tsfn(&self) -> sys::napi_threadsafe_function {
-        self.queue.tsfn.load(Ordering::Acquire)
+impl Queue {
+    /// Runs `f` with the function, unless Node has finalized it already.
+    fn with_tsfn(&self, f: impl FnOnce(sys::napi_threadsafe_function)) {
+        let tsfn = self.tsfn.lock().unwrap_or_else(|p| p.into_inner());
+        if !tsfn.0.is_null() {
+            f(tsfn.0);
+        }
     }
+}
 
+impl Settler {
     /// Creates the threadsafe function (unreferenced until a Promise waits). On the JS
     /// thread.
     pub(super) fn new(env: &Env) -> Result<Arc<Settler>> {
@@ -60,7 +75,7 @@ impl Settler {
             waiting: Mutex::new(Vec::new()),
             scheduled: AtomicBool::new(false),
             unsettled: AtomicUsize::new(0),
-            tsfn: std::sync::atomic::AtomicPtr::new(ptr::null_mut()),
+            tsfn: Mutex::new(Tsfn(ptr::null_mut())),
         });
         let context = Arc::into_raw(queue.clone()) as *mut c_void;
         let name = "task-plane-settle";
@@ -100,7 +115,7 @@ impl Settler {
                 "cannot create the settling function (napi status {status})"
             )));
         }
-        queue.tsfn.store(tsfn, Ordering::Release);
+        queue.tsfn.lock().unwrap_or_else(|p| p.into_inner()).0 = tsfn;
         // SAFETY: on the JS thread, with a function we just created.
         unsafe { sys::napi_unref_threadsafe_function(env.raw(), tsfn) };
         Ok(Arc::new(Settler { queue }))
@@ -121,8 +136,10 @@ impl Settler {
             )));
         }
         if self.queue.unsettled.fetch_add(1, Ordering::AcqRel) == 0 {
-            // SAFETY: on the JS thread, with our live function.
-            unsafe { sys::napi_ref_threadsafe_function(env.raw(), self.tsfn()) };
+            // SAFETY: on the JS thread, with our function while it lives.
+            self.queue.with_tsfn(|tsfn| unsafe {
+                sys::napi_ref_threadsafe_function(env.raw(), tsfn);
+            });
         }
         // The object napi just created, in the scope of this call.
         let promise = Object::from_raw(env.raw(), promise);
@@ -147,16 +164,16 @@ impl Settler {
         if !self.queue.scheduled.swap(true, Ordering::AcqRel) {
             let settler = self.clone();
             crate::store::at_batch_end(move || {
-                // SAFETY: our function is alive while `settler` is. Non-blocking with an
-                // unbounded queue, it fails only while Node tears the env down, and then
-                // the Promises are gone with it.
-                unsafe {
+                // SAFETY: our function while it lives. Non-blocking with an unbounded
+                // queue, it fails only while Node tears the env down, and then the
+                // Promises are gone with it.
+                settler.queue.with_tsfn(|tsfn| unsafe {
                     sys::napi_call_threadsafe_function(
-                        settler.tsfn(),
+                        tsfn,
                         ptr::null_mut(),
                         sys::ThreadsafeFunctionCallMode::nonblocking,
-                    )
-                };
+                    );
+                });
             });
         }
     }
@@ -164,14 +181,15 @@ impl Settler {
 
 impl Drop for Settler {
     fn drop(&mut self) {
-        // SAFETY: the last holder releases the function, from any thread; queued calls are
-        // still delivered before its finalizer runs.
-        unsafe {
+        // SAFETY: the last holder releases the function, from any thread, unless Node
+        // finalized it already (env teardown); queued calls are still delivered before
+        // its finalizer runs.
+        self.queue.with_tsfn(|tsfn| unsafe {
             sys::napi_release_threadsafe_function(
-                self.tsfn(),
+                tsfn,
                 sys::ThreadsafeFunctionReleaseMode::release,
-            )
-        };
+            );
+        });
     }
 }
 
@@ -225,7 +243,10 @@ impl<T: ToNapiValue + Send + 'static> Drop for Pending<T> {
 /// Our finalizer: takes back the queue the function held.
 unsafe extern "C" fn finalize(_env: sys::napi_env, data: *mut c_void, _hint: *mut c_void) {
     // SAFETY: `data` is the Arc given to the function at creation; this runs once.
-    drop(unsafe { Arc::from_raw(data as *const Queue) });
+    let queue = unsafe { Arc::from_raw(data as *const Queue) };
+    // No call, ref or release after this (a Settler may outlive the function when Node
+    // tears the env down first).
+    queue.tsfn.lock().unwrap_or_else(|p| p.into_inner()).0 = ptr::null_mut();
 }
 
 /// On the JS thread: settles everything queued, in order.
@@ -252,6 +273,8 @@ unsafe extern "C" fn call_js(
     }
     if count > 0 && queue.unsettled.fetch_sub(count, Ordering::AcqRel) == count {
         // SAFETY: on the JS thread, with the function whose call this is.
-        unsafe { sys::napi_unref_threadsafe_function(env, queue.tsfn.load(Ordering::Acquire)) };
+        queue.with_tsfn(|tsfn| unsafe {
+            sys::napi_unref_threadsafe_function(env, tsfn);
+        });
     }
 }
