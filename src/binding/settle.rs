@@ -12,7 +12,9 @@
 //! finalizer); every Promise not yet settled holds the [`Settler`], and the last holder
 //! releases the function. While any Promise is unsettled the function is referenced, so
 //! Node's event loop waits for it, as it would for a libuv work item; otherwise it does
-//! not keep Node alive.
+//! not keep Node alive. When Node tears the env down it finalizes the function itself,
+//! possibly before the last holder lets go: from then on the Settler touches nothing
+//! (`Queue::with_tsfn`).
 
 use std::ffi::c_void;
 use std::ptr;
