@@ -6,6 +6,7 @@ use std::time::Duration;
 use hyper::body::Incoming;
 use hyper::{Request, Response, StatusCode};
 
+use super::blocking::awaited;
 use super::error::ApiError;
 use super::project::{project_with_history, task_snapshot};
 use super::task_stream::{stream_from, stream_task, wait_settled};
@@ -82,19 +83,14 @@ async fn accept(
         .unwrap_or_else(|p| p.into_inner())
         .clone();
     let bound = Duration::from_millis(ctx.shared.config.executor_timeout_ms);
-    // Its own task: a panic in a plane call answers 500, as every other route's does.
+    // A panic in the plane call answers 500, as every other route's does.
     let intake = async move {
         match watch {
             Some(watch) => plane.intake_watching(inbound, executor, bound, watch).await,
             None => Ok((plane.intake(inbound, executor, bound).await?, None)),
         }
     };
-    match tokio::spawn(intake).await {
-        Ok(result) => result.map_err(ApiError::from),
-        Err(_) => Err(ApiError::internal(
-            "the task plane call failed unexpectedly; nothing was acknowledged",
-        )),
-    }
+    awaited(intake).await
 }
 
 fn direct_message(acceptance: &Acceptance) -> Option<wire::Message> {
