@@ -294,6 +294,24 @@ fn second_open_of_a_locked_root_fails_clearly() {
         .unwrap();
     second.close();
 
+    // A holder letting go (a process forked at the moment of close, until it execs, or
+    // one that exits) is waited for briefly: the open succeeds instead of being refused.
+    let mut child = spawn_child("hold-lock", &root);
+    let locked = BufReader::new(child.stdout.as_mut().unwrap())
+        .lines()
+        .map_while(Result::ok)
+        .any(|line| line.ends_with("LOCKED"));
+    assert!(locked, "the child did not report holding the lock");
+    let stdin = child.stdin.take();
+    let letting_go = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(20));
+        drop(stdin); // the child exits
+    });
+    let reopened = open(&root);
+    letting_go.join().unwrap();
+    child.wait().unwrap();
+    reopened.close();
+
     // Another process holding the root is refused too, and released when it dies.
     let mut child = spawn_child("hold-lock", &root);
     // The test harness prints its own text first (`test child_process_entry ... `).

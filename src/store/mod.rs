@@ -753,6 +753,26 @@ fn open_reader(db_path: &Path) -> Result<Connection, StoreError> {
     Ok(conn)
 }
 
+/// How long an opener waits for a root whose holder is letting go.
+const LOCK_GRACE: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// Takes the root's lock, waiting up to [`LOCK_GRACE`] for a holder that is letting go. A
+/// lock is held by the open file, and a child process forked by any thread of this
+/// process (Pi's tools run shells) holds a copy of every open file until it execs: a
+/// root closed at that moment stays locked for a few milliseconds more, and a reopen
+/// must not be refused for it. A root really in use is still refused, after the grace.
+fn try_lock_briefly(file: &File) -> Result<(), fs::TryLockError> {
+    let deadline = std::time::Instant::now() + LOCK_GRACE;
+    loop {
+        match file.try_lock() {
+            Err(fs::TryLockError::WouldBlock) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            other => return other,
+        }
+    }
+}
+
 fn take_lock(root: &Path, trace: Option<&Faults>) -> Result<File, StoreError> {
     let path = root.join(LOCK_FILE);
     let mut file = OpenOptions::new()
@@ -766,7 +786,7 @@ fn take_lock(root: &Path, trace: Option<&Faults>) -> Result<File, StoreError> {
             path: path.clone(),
             message: format!("cannot open the lock file: {e}"),
         })?;
-    match file.try_lock() {
+    match try_lock_briefly(&file) {
         Ok(()) => {}
         Err(fs::TryLockError::WouldBlock) => {
             let mut holder = String::new();
