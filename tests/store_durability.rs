@@ -19,6 +19,18 @@ use a2a_task_plane::plane::{Disposition, PlaneError, PlaneOptions, TaskPlane};
 use a2a_task_plane::store::{FaultAction, Faults, StoreError, ACCEPTANCE_STEPS};
 use common::*;
 
+/// A child process that holds `root`'s lock until its stdin closes.
+fn child_holding_the_lock(root: &Path) -> Child {
+    let mut child = spawn_child("hold-lock", root);
+    // The test harness prints its own text first (`test child_process_entry ... `).
+    let locked = BufReader::new(child.stdout.as_mut().unwrap())
+        .lines()
+        .map_while(Result::ok)
+        .any(|line| line.ends_with("LOCKED"));
+    assert!(locked, "the child did not report holding the lock");
+    child
+}
+
 fn spawn_child(mode: &str, root: &Path) -> Child {
     Command::new(std::env::current_exe().unwrap())
         .args([
@@ -296,12 +308,7 @@ fn second_open_of_a_locked_root_fails_clearly() {
 
     // A holder letting go (a process forked at the moment of close, until it execs, or
     // one that exits) is waited for briefly: the open succeeds instead of being refused.
-    let mut child = spawn_child("hold-lock", &root);
-    let locked = BufReader::new(child.stdout.as_mut().unwrap())
-        .lines()
-        .map_while(Result::ok)
-        .any(|line| line.ends_with("LOCKED"));
-    assert!(locked, "the child did not report holding the lock");
+    let mut child = child_holding_the_lock(&root);
     let stdin = child.stdin.take();
     let letting_go = std::thread::spawn(move || {
         std::thread::sleep(Duration::from_millis(20));
@@ -313,13 +320,7 @@ fn second_open_of_a_locked_root_fails_clearly() {
     reopened.close();
 
     // Another process holding the root is refused too, and released when it dies.
-    let mut child = spawn_child("hold-lock", &root);
-    // The test harness prints its own text first (`test child_process_entry ... `).
-    let locked = BufReader::new(child.stdout.as_mut().unwrap())
-        .lines()
-        .map_while(Result::ok)
-        .any(|line| line.ends_with("LOCKED"));
-    assert!(locked, "the child did not report holding the lock");
+    let mut child = child_holding_the_lock(&root);
     let err = TaskPlane::open(&root, PlaneOptions::default())
         .err()
         .expect("locked by the child");
