@@ -11,8 +11,10 @@ pub fn content_address(bytes: &[u8]) -> String {
     let digest = Sha256::digest(bytes);
     let mut out = String::with_capacity(7 + 64);
     out.push_str("sha256:");
+    const HEX: &[u8; 16] = b"0123456789abcdef";
     for byte in digest {
-        out.push_str(&format!("{byte:02x}"));
+        out.push(HEX[usize::from(byte >> 4)] as char);
+        out.push(HEX[usize::from(byte & 0x0f)] as char);
     }
     out
 }
