@@ -9,7 +9,7 @@
 //!   per caller; beyond either, `429 RESOURCE_EXHAUSTED`). When the stream ends the
 //!   connection returns to the connection pool, or closes if that pool is full.
 //! - **A client that stops reading is dropped.** [`WriteDeadline`] fails a connection whose
-//!   writes make no progress for `write_timeout` (see `sse.rs` for the per-stream backlog).
+//!   writes make no progress for `write_timeout` (see `sse.rs` for what a slow stream holds).
 
 use std::collections::HashMap;
 use std::future::Future;

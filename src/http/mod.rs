@@ -458,11 +458,6 @@ impl Ctx {
             .connections
             .start_stream(&self.slot, &self.principal)
     }
-
-    /// How long a response may wait for the client to read.
-    pub fn write_timeout(&self) -> Duration {
-        Duration::from_millis(self.shared.config.write_timeout_ms)
-    }
 }
 
 /// 414 or 431 with the documented body, for heads hyper accepted but we do not serve.

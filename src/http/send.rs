@@ -145,14 +145,10 @@ pub async fn stream(ctx: Ctx, req: Request<Incoming>) -> Result<Response<Body>, 
     let (acceptance, updates) = accept(&ctx, &request, Some(Watch::Updates)).await?;
     if let Some(message) = direct_message(&acceptance) {
         // A direct Message is exactly one event, then the stream closes.
-        let (response, events) = sse::response(&ctx.extensions, slot, ctx.write_timeout());
-        tokio::spawn(async move {
-            events
-                .send(&StreamResponse {
-                    payload: Some(stream_response::Payload::Message(message)),
-                })
-                .await;
+        let first = sse::frame(&StreamResponse {
+            payload: Some(stream_response::Payload::Message(message)),
         });
+        let response = sse::response(&ctx.extensions, slot, first, sse::Once);
         return Ok(response);
     }
     let task_id = acceptance

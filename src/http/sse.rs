@@ -1,47 +1,70 @@
 //! Server-sent events: one `data: <StreamResponse>` line per event, a blank line after
 //! each, no `event:`/`id:` fields, and the stream ends when the server closes the body.
 //!
-//! A subscriber that reads slowly costs a bounded amount: at most [`BACKLOG_BYTES`] of
-//! encoded frames wait here (or one frame, when a single frame is larger), plus hyper's
-//! write buffer (`WRITE_BUFFER_BYTES` in `mod.rs`). When the backlog stays full for the
-//! write timeout, the stream ends; the durable Task stays the record, and the client reads
-//! it with `GET /tasks/{id}` or subscribes again.
+//! The response body produces its frames itself: hyper polls it when it has room for
+//! more, and each poll awaits the next frame of the stream's [`Frames`] (for a Task, its
+//! next update) right there, on the connection's own task. No producer task, channel or
+//! backlog sits between an update and the socket, so a frame that is ready when the head
+//! is written goes out with it, and frames ready together go out in one write.
+//!
+//! A subscriber that reads slowly costs a bounded amount: hyper stops polling the body
+//! while its write buffer holds `WRITE_BUFFER_BYTES` (`mod.rs`) or more, so a stalled
+//! stream holds that buffer and at most one more encoded frame. A connection whose writes
+//! make no progress for the write timeout is closed (`conn.rs`), which drops the body and
+//! its subscription; the durable Task stays the record, and the client reads it with
+//! `GET /tasks/{id}` or subscribes again.
 
 use std::convert::Infallible;
+use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::BodyExt;
 use hyper::body::Frame;
 use hyper::header::{HeaderValue, CACHE_CONTROL, CONTENT_TYPE};
 use hyper::{Response, StatusCode};
-use tokio::sync::{mpsc, Notify};
 
 use super::conn::StreamGuard;
 use super::{negotiate, Body};
 use crate::wire::{self, StreamResponse};
 
-/// Encoded frames that may wait for a slow client before the producer waits.
-pub const BACKLOG_BYTES: usize = 64 * 1024;
-
-/// What the producer and the body share: the bytes queued and not yet taken by hyper.
-struct Backlog {
-    queued: AtomicUsize,
-    drained: Notify,
+/// What a stream sends after its first frame: each call of [`Frames::next`] resolves to
+/// the next frame, or `None` when the stream ends.
+pub trait Frames: Send + Sync + 'static {
+    /// The next frame to send. It is polled only while hyper has room for it, and dropped
+    /// (unfinished) when the connection ends.
+    fn next(&mut self) -> impl Future<Output = Option<Bytes>> + Send + Sync + '_;
 }
 
-struct ChannelBody {
-    frames: mpsc::UnboundedReceiver<Bytes>,
-    backlog: Arc<Backlog>,
+/// A stream that ends after its first frame.
+pub struct Once;
+
+impl Frames for Once {
+    async fn next(&mut self) -> Option<Bytes> {
+        None
+    }
+}
+
+/// The next frame of a stream, with the source that produces the ones after it.
+type Pending<F> = Pin<Box<dyn Future<Output = Option<(Bytes, F)>> + Send + Sync>>;
+
+/// A response body that sends `first`, then whatever its [`Frames`] produce.
+struct EventBody<F: Frames> {
+    first: Option<Bytes>,
+    next: Option<Pending<F>>,
     /// Holds the stream's place in the stream pool until hyper drops the body.
     _slot: StreamGuard,
 }
 
-impl hyper::body::Body for ChannelBody {
+fn pending<F: Frames>(mut frames: F) -> Pending<F> {
+    Box::pin(async move {
+        let frame = frames.next().await?;
+        Some((frame, frames))
+    })
+}
+
+impl<F: Frames> hyper::body::Body for EventBody<F> {
     type Data = Bytes;
     type Error = Infallible;
 
@@ -49,62 +72,27 @@ impl hyper::body::Body for ChannelBody {
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
-        let polled = self.frames.poll_recv(cx);
-        if let Poll::Ready(Some(bytes)) = &polled {
-            self.backlog.queued.fetch_sub(bytes.len(), Ordering::AcqRel);
-            self.backlog.drained.notify_one();
+        if let Some(first) = self.first.take() {
+            return Poll::Ready(Some(Ok(Frame::data(first))));
         }
-        polled.map(|frame| frame.map(|bytes| Ok(Frame::data(bytes))))
-    }
-}
-
-/// The sending half of an SSE response. Dropping it ends the stream.
-pub struct EventStream {
-    frames: mpsc::UnboundedSender<Bytes>,
-    backlog: Arc<Backlog>,
-    write_timeout: Duration,
-}
-
-impl EventStream {
-    /// Sends one event; `false` when the client has gone away or has not read for the
-    /// write timeout (the stream should end).
-    pub async fn send(&self, event: &StreamResponse) -> bool {
-        self.push(frame(event)).await
-    }
-
-    /// Resolves when the response body is gone (the connection ended).
-    pub async fn closed(&self) {
-        self.frames.closed().await
-    }
-
-    /// A comment line that keeps idle connections (and proxies) from timing out.
-    pub async fn keep_alive(&self) -> bool {
-        self.push(Bytes::from_static(b": keep-alive\n\n")).await
-    }
-
-    /// Queues an encoded `frame` once the backlog has room for it (an empty backlog always
-    /// has); `false` as for [`EventStream::send`].
-    pub async fn push(&self, frame: Bytes) -> bool {
-        let deadline = tokio::time::Instant::now() + self.write_timeout;
-        loop {
-            let drained = self.backlog.drained.notified();
-            tokio::pin!(drained);
-            drained.as_mut().enable();
-            let queued = self.backlog.queued.load(Ordering::Acquire);
-            if queued == 0 || queued + frame.len() <= BACKLOG_BYTES {
-                break;
+        let Some(next) = self.next.as_mut() else {
+            return Poll::Ready(None);
+        };
+        match next.as_mut().poll(cx) {
+            Poll::Pending => Poll::Pending,
+            Poll::Ready(None) => {
+                self.next = None;
+                Poll::Ready(None)
             }
-            if self.frames.is_closed() {
-                return false;
-            }
-            tokio::select! {
-                _ = drained => {}
-                _ = tokio::time::sleep_until(deadline) => return false,
-                _ = self.frames.closed() => return false,
+            Poll::Ready(Some((frame, frames))) => {
+                self.next = Some(pending(frames));
+                Poll::Ready(Some(Ok(Frame::data(frame))))
             }
         }
-        self.backlog.queued.fetch_add(frame.len(), Ordering::AcqRel);
-        self.frames.send(frame).is_ok()
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.first.is_none() && self.next.is_none()
     }
 }
 
@@ -118,21 +106,23 @@ pub fn frame(event: &StreamResponse) -> Bytes {
     Bytes::from(line)
 }
 
-/// A `200 text/event-stream` response and the handle that feeds it. `slot` is the stream's
-/// place in the stream pool, held until hyper drops the body.
-pub fn response(
+/// A comment frame that keeps idle connections (and proxies) from timing out.
+pub fn keep_alive() -> Bytes {
+    Bytes::from_static(b": keep-alive\n\n")
+}
+
+/// A `200 text/event-stream` response that sends `first`, then each frame `then`
+/// produces until it ends. `slot` is the stream's place in the stream pool, held until
+/// hyper drops the body.
+pub fn response<F: Frames>(
     extensions: &[String],
     slot: StreamGuard,
-    write_timeout: Duration,
-) -> (Response<Body>, EventStream) {
-    let (tx, rx) = mpsc::unbounded_channel();
-    let backlog = Arc::new(Backlog {
-        queued: AtomicUsize::new(0),
-        drained: Notify::new(),
-    });
-    let body = ChannelBody {
-        frames: rx,
-        backlog: backlog.clone(),
+    first: Bytes,
+    then: F,
+) -> Response<Body> {
+    let body = EventBody {
+        first: Some(first),
+        next: Some(pending(then)),
         _slot: slot,
     };
     let mut response = Response::new(body.boxed());
@@ -142,12 +132,5 @@ pub fn response(
     headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
     negotiate::echo_extensions(headers, extensions);
-    (
-        response,
-        EventStream {
-            frames: tx,
-            backlog,
-            write_timeout,
-        },
-    )
+    response
 }

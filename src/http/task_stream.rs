@@ -3,11 +3,13 @@
 //! the snapshot first, then each update from the Task's broadcast (`events.rs`) as it is
 //! committed, until the Task settles, the client leaves, or the listener shuts down.
 //!
-//! Framing, the per-stream backlog and the write deadline are `sse.rs`'s; what a frame
-//! carries is `project.rs`'s.
+//! Framing and what a slow stream holds are `sse.rs`'s; what a frame carries is
+//! `project.rs`'s.
 
 use std::sync::Arc;
 use std::time::Duration;
+
+use bytes::Bytes;
 
 use hyper::Response;
 
@@ -94,10 +96,9 @@ pub fn stream_from(
     slot: StreamGuard,
     first: Task,
     state: TaskState,
-    mut updates: TaskSubscription,
+    updates: TaskSubscription,
     close_if_settled: bool,
 ) -> Response<Body> {
-    let (response, events) = sse::response(&ctx.extensions, slot, ctx.write_timeout());
     // A terminal snapshot always ends the stream (nothing more can happen), even when the
     // Task settled between the caller's checks and this read.
     let ends_now = state.is_terminal() || (close_if_settled && state.is_settled());
@@ -106,40 +107,43 @@ pub fn stream_from(
     let first = sse::frame(&StreamResponse {
         payload: Some(stream_response::Payload::Task(first)),
     });
-    let mut shutdown = ctx.shared.shutdown.clone();
-    tokio::spawn(async move {
-        if !events.push(first).await || ends_now {
-            return;
+    let extensions = ctx.extensions.clone();
+    let shutdown = ctx.shared.shutdown.clone();
+    let then = TaskUpdates {
+        ctx,
+        updates,
+        shutdown,
+        ended: ends_now,
+    };
+    sse::response(&extensions, slot, first, then)
+}
+
+/// The frames after a Task stream's snapshot: one per update of the Task, a keep-alive
+/// comment after [`KEEP_ALIVE`] without one; the stream ends after the update that
+/// settles the Task, when the subscription falls behind or closes, or when the listener
+/// shuts down. A client that leaves drops it with its connection.
+struct TaskUpdates {
+    ctx: Ctx,
+    updates: TaskSubscription,
+    shutdown: tokio::sync::watch::Receiver<bool>,
+    ended: bool,
+}
+
+impl sse::Frames for TaskUpdates {
+    async fn next(&mut self) -> Option<Bytes> {
+        if self.ended {
+            return None;
         }
-        loop {
-            tokio::select! {
-                update = updates.recv() => {
-                    let Ok(event) = update else { return };
-                    let ends = event.state().is_some_and(crate::record::TaskState::is_settled);
-                    // Only the encoded bytes wait for a slow client.
-                    let frame = sse::frame(&event_frame(&ctx, &event));
-                    drop(event);
-                    // A stalled client must not hold up shutdown.
-                    let sent = tokio::select! {
-                        sent = events.push(frame) => sent,
-                        _ = shutdown.changed() => false,
-                    };
-                    if !sent || ends {
-                        return;
-                    }
-                }
-                _ = shutdown.changed() => return,
-                // The connection ended: let go of the subscription and the request now.
-                _ = events.closed() => return,
-                _ = tokio::time::sleep(KEEP_ALIVE) => {
-                    if !events.keep_alive().await {
-                        return;
-                    }
-                }
+        tokio::select! {
+            update = self.updates.recv() => {
+                let event = update.ok()?;
+                self.ended = event.state().is_some_and(TaskState::is_settled);
+                Some(sse::frame(&event_frame(&self.ctx, &event)))
             }
+            _ = self.shutdown.changed() => None,
+            _ = tokio::time::sleep(KEEP_ALIVE) => Some(sse::keep_alive()),
         }
-    });
-    response
+    }
 }
 
 /// `message:stream` after acceptance (`slot` was taken before intake, so an accepted
