@@ -374,3 +374,32 @@ test("nextAccepted gives each acceptance to one call, in order, keeps unclaimed 
     rmSync(root, { recursive: true, force: true });
   }
 });
+
+test("A2A documents from JS are read as JSON.stringify reads them, and what it cannot encode is an error, not a crash", async () => {
+  const root = tempRoot();
+  const plane = await TaskPlane.open(root);
+  const agent = plane.embedderAgent();
+  try {
+    // `undefined` members are left out and `toJSON` is honoured, as in JSON.stringify.
+    const created = await plane.acceptInContext("alice", { ...message("m-json", "hi"), metadata: undefined });
+    const taskId = created.taskId ?? assert.fail("a new Task");
+    const stamped = { toJSON: () => ({ text: "from toJSON" }) };
+    await agent.startWork(taskId);
+    await agent.complete(taskId, [{ name: "answer", parts: [stamped], description: undefined }]);
+    const task = (await plane.getTask("alice", taskId)) as { artifacts: { parts: { text: string }[] }[] };
+    assert.equal(task.artifacts[0].parts[0].text, "from toJSON");
+    // What JSON cannot encode throws JSON.stringify's own TypeError; nothing is written.
+    const cyclic: Record<string, unknown> = { parts: [{ text: "loop" }] };
+    cyclic.self = cyclic;
+    assert.throws(() => plane.acceptInContext("alice", cyclic), TypeError);
+    assert.throws(() => plane.acceptInContext("alice", { ...message("m-big", "x"), metadata: { n: 1n } }), TypeError);
+    // A value with no JSON text, or artifacts that are not a list, is refused by name.
+    assert.throws(() => plane.acceptInContext("alice", undefined as unknown as object), /expected a JSON value/);
+    assert.throws(() => agent.complete(taskId, { name: "x" } as unknown as []), /`artifacts` must be an array/);
+    const again = await plane.acceptInContext("alice", message("m-json-2", "again"));
+    assert.notEqual(again.taskId, taskId);
+  } finally {
+    plane.close();
+    rmSync(root, { recursive: true, force: true });
+  }
+});

@@ -13,7 +13,7 @@ use serde_json::Value;
 use super::convert::{agent_artifact, agent_message};
 use super::inbox::Inbox;
 use super::plane::TaskPlane;
-use super::{internal, plane_error, queued_write, Json, PlaneCall, Result};
+use super::{internal, invalid_arg, plane_error, queued_write, Json, JsonArg, PlaneCall, Result};
 use crate::plane;
 use crate::record;
 use crate::wire;
@@ -129,14 +129,17 @@ impl EmbedderAgent {
     }
 
     /// Records one artifact (an A2A `Artifact`) while the Task is WORKING.
-    #[napi(ts_return_type = "Promise<void>")]
+    #[napi(
+        ts_args_type = "taskId: string, artifact: any",
+        ts_return_type = "Promise<void>"
+    )]
     pub fn record_artifact<'env>(
         &self,
         env: &'env Env,
         task_id: String,
-        artifact: Value,
+        artifact: JsonArg,
     ) -> Result<Object<'env>> {
-        let artifact = agent_artifact(artifact)?;
+        let artifact = agent_artifact(artifact.0)?;
         queued_write(
             env,
             &self.settler,
@@ -146,19 +149,25 @@ impl EmbedderAgent {
     }
 
     /// Records `artifacts` in order, then COMPLETED with `message` (an agent Message).
-    #[napi(ts_return_type = "Promise<void>")]
+    #[napi(
+        ts_args_type = "taskId: string, artifacts: Array<any>, message?: any | undefined | null",
+        ts_return_type = "Promise<void>"
+    )]
     pub fn complete<'env>(
         &self,
         env: &'env Env,
         task_id: String,
-        artifacts: Vec<Value>,
-        message: Option<Value>,
+        artifacts: JsonArg,
+        message: Option<JsonArg>,
     ) -> Result<Object<'env>> {
+        let Value::Array(artifacts) = artifacts.0 else {
+            return Err(invalid_arg("`artifacts` must be an array of A2A Artifacts"));
+        };
         let artifacts = artifacts
             .into_iter()
             .map(agent_artifact)
             .collect::<Result<Vec<_>>>()?;
-        let message = message.map(agent_message).transpose()?;
+        let message = message.map(|m| agent_message(m.0)).transpose()?;
         queued_write(
             env,
             &self.settler,
@@ -168,19 +177,22 @@ impl EmbedderAgent {
     }
 
     /// Settles the Task as rejected or failed with `message` as the reason.
-    #[napi(ts_return_type = "Promise<void>")]
+    #[napi(
+        ts_args_type = "taskId: string, outcome: UnsuccessfulOutcome, message: any",
+        ts_return_type = "Promise<void>"
+    )]
     pub fn finish<'env>(
         &self,
         env: &'env Env,
         task_id: String,
         outcome: UnsuccessfulOutcome,
-        message: Value,
+        message: JsonArg,
     ) -> Result<Object<'env>> {
         let state = match outcome {
             UnsuccessfulOutcome::Rejected => record::TaskState::Rejected,
             UnsuccessfulOutcome::Failed => record::TaskState::Failed,
         };
-        let message = agent_message(message)?;
+        let message = agent_message(message.0)?;
         queued_write(
             env,
             &self.settler,
@@ -191,19 +203,22 @@ impl EmbedderAgent {
     }
 
     /// Pauses the Task on its caller (for input or for authorization) with `message`.
-    #[napi(ts_return_type = "Promise<void>")]
+    #[napi(
+        ts_args_type = "taskId: string, kind: InterruptKind, message: any",
+        ts_return_type = "Promise<void>"
+    )]
     pub fn require_input<'env>(
         &self,
         env: &'env Env,
         task_id: String,
         kind: InterruptKind,
-        message: Value,
+        message: JsonArg,
     ) -> Result<Object<'env>> {
         let kind = match kind {
             InterruptKind::InputRequired => plane::InterruptKind::InputRequired,
             InterruptKind::AuthRequired => plane::InterruptKind::AuthRequired,
         };
-        let message = agent_message(message)?;
+        let message = agent_message(message.0)?;
         queued_write(
             env,
             &self.settler,

@@ -13,7 +13,7 @@ use serde_json::Value;
 use super::convert::{
     activation, inbound_message, Acceptance, ActivationInput, InspectedTask, TaskState, TaskSummary,
 };
-use super::{internal, invalid_arg, plane_error, spawn, Json, PlaneCall, Result, Settled};
+use super::{internal, invalid_arg, plane_error, spawn, Json, JsonArg, PlaneCall, Result, Settled};
 use crate::config;
 use crate::plane::{self, PlaneOptions};
 use crate::record;
@@ -145,14 +145,17 @@ impl TaskPlane {
 
     /// An authorized explicit continuation of `taskId` (an A2A `Message` object; its
     /// `contextId`, if any, must be the Task's).
-    #[napi(ts_return_type = "Promise<Acceptance>")]
+    #[napi(
+        ts_args_type = "principal: string, taskId: string, message: any",
+        ts_return_type = "Promise<Acceptance>"
+    )]
     pub fn continue_task(
         &self,
         principal: String,
         task_id: String,
-        message: Value,
+        message: JsonArg,
     ) -> Result<AsyncTask<PlaneCall<Acceptance>>> {
-        let (record, context_id, _) = inbound_message(message)?;
+        let (record, context_id, _) = inbound_message(message.0)?;
         let plane = self.plane.clone();
         Ok(PlaneCall::new(move || {
             plane
@@ -172,14 +175,17 @@ impl TaskPlane {
     /// message with a `taskId` continues that Task (only the principal's own, only while it
     /// waits for input); a duplicate gets its prior outcome; anything else is new work, a
     /// Task in the message's `contextId` when the principal owns it, else in a fresh one.
-    #[napi(ts_return_type = "Promise<Acceptance>")]
+    #[napi(
+        ts_args_type = "principal: string, message: any",
+        ts_return_type = "Promise<Acceptance>"
+    )]
     pub fn accept_in_context<'env>(
         &self,
         env: &'env Env,
         principal: String,
-        message: Value,
+        message: JsonArg,
     ) -> Result<PromiseRaw<'env, Settled<Acceptance>>> {
-        let (record, context_id, task_id) = inbound_message(message)?;
+        let (record, context_id, task_id) = inbound_message(message.0)?;
         let inbound = plane::Inbound {
             principal,
             context_id,
@@ -203,14 +209,17 @@ impl TaskPlane {
     }
 
     /// Trusted creation of a new Task in an existing context the principal owns.
-    #[napi(ts_return_type = "Promise<Acceptance>")]
+    #[napi(
+        ts_args_type = "principal: string, contextId: string, message: any",
+        ts_return_type = "Promise<Acceptance>"
+    )]
     pub fn create_task(
         &self,
         principal: String,
         context_id: String,
-        message: Value,
+        message: JsonArg,
     ) -> Result<AsyncTask<PlaneCall<Acceptance>>> {
-        let (record, _, _) = inbound_message(message)?;
+        let (record, _, _) = inbound_message(message.0)?;
         let plane = self.plane.clone();
         Ok(PlaneCall::new(move || {
             plane
@@ -222,16 +231,19 @@ impl TaskPlane {
 
     /// Records a direct Message outcome (no Task). `reply` is an A2A `Message` with role
     /// `ROLE_AGENT`; a duplicate returns the first reply verbatim.
-    #[napi(ts_return_type = "Promise<Acceptance>")]
+    #[napi(
+        ts_args_type = "principal: string, message: any, reply: any",
+        ts_return_type = "Promise<Acceptance>"
+    )]
     pub fn respond_directly(
         &self,
         principal: String,
-        message: Value,
-        reply: Value,
+        message: JsonArg,
+        reply: JsonArg,
     ) -> Result<AsyncTask<PlaneCall<Acceptance>>> {
-        let (record, context_id, _) = inbound_message(message)?;
+        let (record, context_id, _) = inbound_message(message.0)?;
         let reply: wire::Message =
-            wire::json::decode_value("Message", reply).map_err(invalid_arg)?;
+            wire::json::decode_value("Message", reply.0).map_err(invalid_arg)?;
         let (reply, _, _) = wire::convert::message_from_wire(reply).map_err(|e| {
             invalid_arg(format!("invalid reply: field `{}`: {}", e.field, e.message))
         })?;
