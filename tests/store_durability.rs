@@ -235,6 +235,47 @@ fn a_failed_job_does_not_undo_the_jobs_that_share_its_commit() {
     assert_eq!(count(&db, "SELECT COUNT(*) FROM history"), 63);
 }
 
+/// The kept Task counts are summed in memory and written once per commit: a job that
+/// fails after counting its Task (here at its history step, after the Task row) leaves
+/// nothing counted, and the jobs that shared its commit are each counted once.
+#[test]
+fn the_kept_task_counts_leave_out_a_failed_job_that_shares_their_commit() {
+    use a2a_task_plane::plane::{Inspector, ListFilter};
+    let tmp = TempRoot::new("group-counts");
+    let faults = Arc::new(Faults::new());
+    let plane = open_with_faults(&tmp.store(), &faults);
+    faults.arm_after("history", FaultAction::Fail, 20);
+    let handles: Vec<_> = (0..64)
+        .map(|i| {
+            let plane = plane.clone();
+            std::thread::spawn(move || {
+                plane.accept_in_context("alice", None, user(&format!("c-{i}"), "x"), vec![])
+            })
+        })
+        .collect();
+    let results: Vec<_> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+    assert_eq!(results.iter().filter(|r| r.is_err()).count(), 1);
+    let first = results.iter().flatten().next().unwrap();
+    plane.start_work(first.task_id.as_deref().unwrap()).unwrap();
+    let total = |state| {
+        let filter = ListFilter {
+            page_size: 1,
+            state,
+            ..ListFilter::default()
+        };
+        plane.list_tasks("alice", &filter).unwrap().total
+    };
+    assert_eq!(total(None), 63);
+    assert_eq!(
+        total(Some(a2a_task_plane::record::TaskState::Submitted)),
+        62
+    );
+    assert_eq!(total(Some(a2a_task_plane::record::TaskState::Working)), 1);
+    plane.close();
+    let inspector = Inspector::open(&tmp.store()).unwrap();
+    assert_eq!(inspector.check().unwrap(), Vec::<String>::new());
+}
+
 #[test]
 fn kill_9_mid_intake_keeps_every_acknowledged_item() {
     let tmp = TempRoot::new("kill9");

@@ -117,7 +117,7 @@ pub(crate) fn create_task(
     tx.step("task")?;
     let task_id = ids::mint();
     let seq = tasks::insert(
-        conn,
+        tx,
         &NewTask {
             task_id: &task_id,
             principal: &intake.principal,
@@ -170,7 +170,7 @@ pub(crate) fn continue_task(
     let conn = tx.conn();
     tx.step("task")?;
     tasks::set_status(
-        conn,
+        tx,
         task,
         TaskState::Submitted,
         None,

@@ -83,7 +83,7 @@ impl TaskPlane {
                 TaskState::Working => Ok((TaskState::Working, vec![])),
                 TaskState::Submitted => {
                     tasks::set_status(
-                        tx.conn(),
+                        tx,
                         &task,
                         TaskState::Working,
                         None,
@@ -151,7 +151,7 @@ impl TaskPlane {
             };
             tasks::append_history(tx.conn(), &task, &question)?;
             tasks::set_status(
-                tx.conn(),
+                tx,
                 &task,
                 state,
                 Some(&question),
@@ -228,7 +228,7 @@ impl TaskPlane {
                 tasks::append_history(tx.conn(), &task, message)?;
             }
             tasks::set_status(
-                tx.conn(),
+                tx,
                 &task,
                 TaskState::Completed,
                 message.as_ref(),
@@ -272,14 +272,7 @@ impl TaskPlane {
         self.publishing_job(move |tx| {
             let task = live_task(tx.conn(), &task_id)?;
             tasks::append_history(tx.conn(), &task, &reason)?;
-            tasks::set_status(
-                tx.conn(),
-                &task,
-                state,
-                Some(&reason),
-                now,
-                InputRequest::Closed,
-            )?;
+            tasks::set_status(tx, &task, state, Some(&reason), now, InputRequest::Closed)?;
             Ok(((), vec![status(&task, state, Some(&reason), now)]))
         })
     }
@@ -302,7 +295,7 @@ impl TaskPlane {
                 return Ok((false, vec![]));
             }
             tasks::set_status(
-                tx.conn(),
+                tx,
                 &task,
                 state,
                 Some(&message),
@@ -327,7 +320,7 @@ impl TaskPlane {
                 });
             }
             tasks::set_status(
-                tx.conn(),
+                tx,
                 &task,
                 TaskState::Canceled,
                 None,

@@ -95,7 +95,7 @@ impl TaskPlane {
             // WORKING, and no stale note (why an earlier turn failed, why it waited).
             if state != TaskState::Working || task.record.status_message.is_some() {
                 tasks::set_status(
-                    conn,
+                    tx,
                     &task,
                     TaskState::Working,
                     None,
@@ -154,7 +154,7 @@ impl TaskPlane {
                         MessageRecord::agent(vec![PartRecord::text(caller_message.clone())]);
                     tasks::append_history(conn, &task, &message)?;
                     tasks::set_status(
-                        conn,
+                        tx,
                         &task,
                         TaskState::Failed,
                         Some(&message),

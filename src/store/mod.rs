@@ -34,6 +34,7 @@ pub mod retention;
 mod schema;
 pub mod tasks;
 
+use std::cell::RefCell;
 use std::fmt;
 use std::fs::{self, File, OpenOptions};
 use std::io::{Read, Seek, Write};
@@ -137,11 +138,20 @@ pub struct StoreOptions {
 pub struct WriteTx<'a> {
     conn: &'a Connection,
     faults: Option<&'a Faults>,
+    /// The transaction's changes to the kept Task counts, written just before it commits
+    /// (`tasks::write_counts`).
+    counts: RefCell<tasks::CountChanges>,
 }
 
 impl WriteTx<'_> {
     pub fn conn(&self) -> &Connection {
         self.conn
+    }
+
+    /// Counts one Task more (`by` 1) or fewer (`by` -1) of `principal` in `state`, as of
+    /// this transaction's commit.
+    pub(crate) fn count(&self, principal: &str, state: crate::record::TaskState, by: i64) {
+        self.counts.borrow_mut().add(principal, state, by);
     }
 
     /// Marks a named step of the write; a test's [`Faults`] may crash or fail the process
@@ -888,6 +898,7 @@ fn writer_loop(
         let tx = WriteTx {
             conn: &conn,
             faults,
+            counts: RefCell::default(),
         };
         let mut spoiled = None;
         for (at, job) in batch.iter_mut().enumerate() {
@@ -902,6 +913,7 @@ fn writer_loop(
             None => Ok(()),
         };
         let outcome = outcome.and_then(|()| {
+            tasks::write_counts(&tx)?;
             tx.step("commit")
                 .and_then(|_| conn.execute_batch("COMMIT").map_err(StoreError::from))
         });
@@ -950,15 +962,19 @@ fn run_isolated(
     if !conn.is_autocommit() {
         conn.execute_batch("ROLLBACK")?;
     }
+    // What the rolled-back jobs counted went with their rows.
+    tx.counts.borrow_mut().clear();
     conn.execute_batch("BEGIN IMMEDIATE")?;
     for (at, job) in batch.iter_mut().enumerate() {
         if at == failed {
             continue;
         }
         savepoint(conn, "SAVEPOINT job")?;
+        let counted = tx.counts.borrow().clone();
         let end = if job.run(tx) {
             savepoint(conn, "RELEASE job")
         } else {
+            *tx.counts.borrow_mut() = counted;
             savepoint(conn, "ROLLBACK TO job").and_then(|_| savepoint(conn, "RELEASE job"))
         };
         end?;
