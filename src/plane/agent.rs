@@ -216,6 +216,7 @@ impl TaskPlane {
         }
         let task_id = task_id.to_string();
         let now = self.now();
+        let events = self.events.clone();
         self.publishing_job(move |tx| {
             let mut task = live_task(tx.conn(), &task_id)?;
             let mut published = Vec::with_capacity(artifacts.len() + 1);
@@ -226,6 +227,7 @@ impl TaskPlane {
             }
             if let Some(message) = &message {
                 tasks::append_history(tx.conn(), &task, message)?;
+                task.history_len += 1;
             }
             tasks::set_status(
                 tx,
@@ -235,7 +237,15 @@ impl TaskPlane {
                 now,
                 InputRequest::Closed,
             )?;
-            published.push(status(&task, TaskState::Completed, message.as_ref(), now));
+            let mut completed = status(&task, TaskState::Completed, message.as_ref(), now);
+            let after = task.with_status(
+                TaskState::Completed,
+                message.as_ref(),
+                now,
+                InputRequest::Closed,
+            );
+            super::settle_from_row(tx.conn(), &events, &mut completed, after);
+            published.push(completed);
             Ok(((), published))
         })
     }

@@ -230,6 +230,31 @@ impl TaskPlane {
     }
 }
 
+/// Gives `update`, a settling update of the Task whose row is `after` (as this
+/// transaction leaves it), the Task in full when someone waits on it: like
+/// [`attach_settled`], which then has nothing left to read, but without reading the row
+/// back.
+fn settle_from_row(
+    conn: &Connection,
+    events: &EventBus,
+    update: &mut Published,
+    after: crate::store::tasks::TaskRow,
+) {
+    let Published::Task(TaskEvent::Status {
+        task_id,
+        state,
+        settled,
+        ..
+    }) = update
+    else {
+        return;
+    };
+    if !state.is_settled() || settled.is_some() || !events.wants_settled(task_id) {
+        return;
+    }
+    *settled = query::read_full(conn, after, None, true).ok().map(Arc::new);
+}
+
 /// Gives each settling update of a Task someone waits on to answer with it the Task as
 /// this transaction leaves it (see `TaskEvent::Status::settled`). The writer's connection reads it from its warm page
 /// cache; a waiter's own read after the commit would start from an empty one. A Task

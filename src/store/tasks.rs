@@ -281,7 +281,37 @@ pub enum InputRequest<'a> {
     Closed,
 }
 
-/// Sets a Task's status: its state, status message and time, and its input request.
+impl TaskRow {
+    /// This row as [`set_status`] leaves it: the same changes, made in memory, so a writer
+    /// that answers with the Task it just settled need not read the row back.
+    pub fn with_status(
+        mut self,
+        state: TaskState,
+        message: Option<&MessageRecord>,
+        now_ms: i64,
+        input_request: InputRequest<'_>,
+    ) -> TaskRow {
+        self.record.state = state;
+        self.record.status_message = message.cloned();
+        self.record.status_ms = now_ms;
+        match input_request {
+            InputRequest::Unchanged => {}
+            InputRequest::Open(schema) => {
+                self.record.input_request_open = true;
+                self.input_request_seq += 1;
+                self.input_schema = schema.cloned();
+            }
+            InputRequest::Closed => {
+                self.record.input_request_open = false;
+                self.input_schema = None;
+            }
+        }
+        self
+    }
+}
+
+/// Sets a Task's status: its state, status message and time, and its input request
+/// ([`TaskRow::with_status`] makes the same changes to a row in memory).
 pub fn set_status(
     tx: &WriteTx<'_>,
     task: &TaskRow,
