@@ -40,16 +40,15 @@ pub fn canonical_json(value: &Value) -> String {
 fn write_canonical(value: &Value, out: &mut Vec<u8>) {
     match value {
         Value::Object(map) => {
-            let mut keys: Vec<&String> = map.keys().collect();
-            keys.sort();
             out.push(b'{');
-            for (i, key) in keys.into_iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                out.extend_from_slice(serde_json::to_string(key).unwrap_or_default().as_bytes());
-                out.push(b':');
-                write_canonical(&map[key], out);
+            // serde_json keeps an object's members sorted by key (unless a crate turns on
+            // its `preserve_order`): then they are written as they come, else sorted here.
+            if map.keys().is_sorted() {
+                write_members(map.iter(), out);
+            } else {
+                let mut members: Vec<(&String, &Value)> = map.iter().collect();
+                members.sort_by(|a, b| a.0.cmp(b.0));
+                write_members(members.into_iter(), out);
             }
             out.push(b'}');
         }
@@ -63,8 +62,25 @@ fn write_canonical(value: &Value, out: &mut Vec<u8>) {
             }
             out.push(b']');
         }
-        other => out.extend_from_slice(other.to_string().as_bytes()),
+        // Strings, numbers, booleans and null as serde_json writes them compactly.
+        other => write_json(other, out),
     }
+}
+
+fn write_members<'a>(members: impl Iterator<Item = (&'a String, &'a Value)>, out: &mut Vec<u8>) {
+    for (i, (key, value)) in members.enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        write_json(key, out);
+        out.push(b':');
+        write_canonical(value, out);
+    }
+}
+
+fn write_json<T: serde::Serialize + ?Sized>(value: &T, out: &mut Vec<u8>) {
+    // Writing a string or a scalar JSON value into a Vec cannot fail.
+    let _ = serde_json::to_writer(&mut *out, value);
 }
 
 #[cfg(test)]
@@ -80,5 +96,23 @@ mod tests {
         assert_ne!(canonical_json(&a), canonical_json(&json!({"b": 2})));
         assert!(is_content_address(&canonical_json(&a)));
         assert!(!is_content_address("sha256:ABC"));
+    }
+
+    /// Stored digests are compared with new ones (a retry after an upgrade is still a
+    /// duplicate), so the canonical bytes of a payload never change: escapes, numbers,
+    /// nesting and member order as first written.
+    #[test]
+    fn a_payload_digest_is_the_same_in_every_build() {
+        let payload = json!({"message": {"messageId": "m-1", "role": "ROLE_USER", "parts": [{"text": "hé \"q\" \n", "metadata": {"z": 1.5, "a": [true, null, -3, 1e300], "é": "ü"}}], "extensions": []}});
+        assert_eq!(
+            canonical_json(&payload),
+            "sha256:fea632bd439167573bf01c5d5c265d0ad769694e1a2373dfa4742a3ea7847c91"
+        );
+        let mut unsorted = serde_json::Map::new();
+        unsorted.insert("b".into(), json!(1));
+        unsorted.insert("a".into(), json!(2));
+        let mut text = Vec::new();
+        write_canonical(&Value::Object(unsorted), &mut text);
+        assert_eq!(text, br#"{"a":2,"b":1}"#);
     }
 }
