@@ -4,8 +4,6 @@
 
 use std::sync::Arc;
 
-use serde_json::json;
-
 use super::inbound::Intake;
 use super::intake::{Acceptance, Disposition};
 use super::PlaneError;
@@ -211,6 +209,24 @@ pub(crate) fn record_direct(
     )
 }
 
+/// What an activation's evidence says, written straight from the intake's fields (no JSON
+/// tree built first). Members in sorted order: the bytes, and so the evidence id, are
+/// those of the same content as a `serde_json::Value` (whose objects keep keys sorted).
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ActivationEvidence<'a> {
+    activation_id: &'a str,
+    context_id: &'a str,
+    dedupe_key: &'a str,
+    digest: &'a str,
+    kind: &'a str,
+    locator: &'a serde_json::Value,
+    principal: &'a str,
+    route: &'a str,
+    source: &'a str,
+    task_id: Option<&'a str>,
+}
+
 fn record_claim(
     tx: &WriteTx<'_>,
     intake: &Intake,
@@ -249,18 +265,18 @@ fn record_claim(
             task_id,
             activation_id: Some(&activation_id),
             locator: &intake.locator,
-            content: &json!({
-                "kind": EvidenceKind::Activation.as_str(),
-                "activationId": activation_id,
-                "principal": intake.principal,
-                "source": intake.source,
-                "dedupeKey": intake.dedupe_key,
-                "digest": intake.digest,
-                "route": route.as_str(),
-                "taskId": task_id,
-                "contextId": context_id,
-                "locator": intake.locator,
-            }),
+            content: &ActivationEvidence {
+                activation_id: &activation_id,
+                context_id,
+                dedupe_key: &intake.dedupe_key,
+                digest: &intake.digest,
+                kind: EvidenceKind::Activation.as_str(),
+                locator: &intake.locator,
+                principal: &intake.principal,
+                route: route.as_str(),
+                source: &intake.source,
+                task_id,
+            },
             now_ms,
         },
     )?;
@@ -280,4 +296,36 @@ fn record_claim(
         direct_reply: direct_reply.cloned(),
         created: None,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ActivationEvidence;
+    use serde_json::json;
+
+    #[test]
+    fn activation_evidence_is_the_json_of_its_members_in_sorted_order() {
+        let locator = json!({"kind": "a2a", "messageId": "m-1"});
+        for task_id in [Some("t-1"), None] {
+            let written = serde_json::to_string(&ActivationEvidence {
+                activation_id: "a-1",
+                context_id: "c-1",
+                dedupe_key: "m-1",
+                digest: "sha256:00",
+                kind: "activation",
+                locator: &locator,
+                principal: "alice",
+                route: "created",
+                source: "a2a",
+                task_id,
+            })
+            .unwrap();
+            let as_value = json!({
+                "kind": "activation", "activationId": "a-1", "principal": "alice",
+                "source": "a2a", "dedupeKey": "m-1", "digest": "sha256:00",
+                "route": "created", "taskId": task_id, "contextId": "c-1", "locator": locator,
+            });
+            assert_eq!(written, as_value.to_string());
+        }
+    }
 }

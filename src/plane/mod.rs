@@ -206,10 +206,11 @@ impl TaskPlane {
         let bus = self.events.clone();
         let publish: crate::store::OnCommit<(R, Vec<Published>)> =
             Box::new(move |(_, published)| {
-                for p in published {
+                // Moved to their subscribers: the job's own answer does not keep them.
+                for p in std::mem::take(published) {
                     match p {
-                        Published::Task(event) => bus.publish(event.clone()),
-                        Published::Accepted(accepted) => bus.publish_accepted(accepted.clone()),
+                        Published::Task(event) => bus.publish(event),
+                        Published::Accepted(accepted) => bus.publish_accepted(accepted),
                     }
                 }
             });

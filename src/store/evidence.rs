@@ -2,26 +2,30 @@
 //! happened, healthy or not, with the locator of the object they are about.
 
 use rusqlite::{params, Connection};
+use serde::Serialize;
 use serde_json::Value;
 
 use super::StoreError;
 use crate::digest::content_address;
 use crate::record::EvidenceKind;
 
-/// Evidence to record.
-pub struct NewEvidence<'a> {
+/// Evidence to record; its content is anything that serializes to a JSON object.
+pub struct NewEvidence<'a, C: Serialize + ?Sized = Value> {
     pub kind: &'a EvidenceKind,
     pub healthy: bool,
     pub task_id: Option<&'a str>,
     pub activation_id: Option<&'a str>,
     pub locator: &'a Value,
-    pub content: &'a Value,
+    pub content: &'a C,
     pub now_ms: i64,
 }
 
 /// Records evidence and returns its id, the content address of its content: the same
 /// content about the same Task (or about no Task) twice is one record.
-pub fn insert(conn: &Connection, evidence: &NewEvidence<'_>) -> Result<String, StoreError> {
+pub fn insert<C: Serialize + ?Sized>(
+    conn: &Connection,
+    evidence: &NewEvidence<'_, C>,
+) -> Result<String, StoreError> {
     let content_text = serde_json::to_string(evidence.content)?;
     let id = content_address(content_text.as_bytes());
     conn.prepare_cached(

@@ -183,8 +183,8 @@ trait Job: Send {
 }
 
 /// Runs on the writer thread right after the commit that made a job's result durable, in
-/// commit order (used to publish events).
-pub type OnCommit<R> = Box<dyn FnOnce(&R) + Send>;
+/// commit order (used to publish events; it may take what it publishes out of the result).
+pub type OnCommit<R> = Box<dyn FnOnce(&mut R) + Send>;
 
 struct TypedJob<F, R, E> {
     work: F,
@@ -221,8 +221,9 @@ where
             ))),
         };
         // A panic in either hook must not take the writer thread down with it.
+        let mut result = result;
         let handed_on = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
-            if let (Ok(value), Some(on_commit)) = (&result, on_commit) {
+            if let (Ok(value), Some(on_commit)) = (&mut result, on_commit) {
                 on_commit(value);
             }
             // The caller may have gone away; its records are committed (or not) either
