@@ -85,6 +85,12 @@ pub fn decode_unchecked<T: DeserializeOwned>(
     what: &'static str,
     bytes: &[u8],
 ) -> Result<T, WireError> {
+    // Most documents are valid: decode them without tracking where the decoder is (a
+    // third of a request body's decoding time), and decode again, tracking, only to say
+    // which field a refused document got wrong.
+    if let Ok(value) = serde_json::from_slice(bytes) {
+        return Ok(value);
+    }
     let mut de = serde_json::Deserializer::from_slice(bytes);
     let value = serde_path_to_error::deserialize(&mut de).map_err(|err| path_error(what, err))?;
     de.end()
