@@ -544,3 +544,72 @@ fn evidence_is_one_record_per_content_and_task_before_and_after_the_schema_6_mig
     let inspector = Inspector::open(&tmp.store()).unwrap();
     assert_eq!(inspector.check().unwrap(), Vec::<String>::new());
 }
+
+/// A Task's next history and artifact positions come from what its history and artifacts
+/// hold (schema 8), not from counts on its row: a Task written before the upgrade, whose
+/// row counts say anything at all, goes on in order after it.
+#[test]
+fn history_and_artifacts_go_on_in_order_across_the_schema_8_upgrade() {
+    use a2a_task_plane::plane::InterruptKind;
+    use a2a_task_plane::record::ArtifactRecord;
+    let tmp = TempRoot::new("ret-positions-v8");
+    let clock = ManualClock::new(T0);
+    let plane = open_with_clock(&tmp.store(), &clock);
+    let artifact = |id: &str| ArtifactRecord {
+        artifact_id: id.into(),
+        name: None,
+        description: None,
+        parts: agent(id).parts,
+        metadata: None,
+        extensions: vec![],
+    };
+    let task = plane
+        .accept_in_context("alice", None, user("m-1", "first"), vec![])
+        .unwrap()
+        .task_id
+        .unwrap();
+    plane.start_work(&task).unwrap();
+    plane.record_artifact(&task, artifact("a-1")).unwrap();
+    plane
+        .require_input(&task, InterruptKind::InputRequired, agent("which?"), None)
+        .unwrap();
+    let db = plane.store().db_path().to_path_buf();
+    plane.close();
+    {
+        let conn = rusqlite::Connection::open(&db).unwrap();
+        conn.execute_batch(
+            "UPDATE tasks SET history_len = 57, artifact_len = 0; PRAGMA user_version = 7;",
+        )
+        .unwrap();
+    }
+    let plane = open_with_clock(&tmp.store(), &clock);
+    assert_eq!(
+        count(&db, "PRAGMA user_version"),
+        a2a_task_plane::store::SCHEMA_VERSION
+    );
+    plane
+        .continue_task("alice", &task, None, user("m-2", "the blue one"), vec![])
+        .unwrap();
+    plane.start_work(&task).unwrap();
+    plane
+        .complete(
+            &task,
+            vec![artifact("a-2"), artifact("a-3")],
+            Some(agent("done")),
+        )
+        .unwrap();
+    let done = plane.task(&task, None, true).unwrap().unwrap();
+    let texts: Vec<String> = done.history.iter().map(|m| m.text()).collect();
+    assert_eq!(texts, ["first", "which?", "the blue one", "done"]);
+    let ids: Vec<&str> = done
+        .artifacts
+        .iter()
+        .map(|a| a.artifact_id.as_str())
+        .collect();
+    assert_eq!(ids, ["a-1", "a-2", "a-3"]);
+    assert_eq!(
+        count(&db, "SELECT MAX(n) FROM history"),
+        3,
+        "positions 0..=3, none skipped"
+    );
+}

@@ -218,16 +218,14 @@ impl TaskPlane {
         let now = self.now();
         let events = self.events.clone();
         self.publishing_job(move |tx| {
-            let mut task = live_task(tx.conn(), &task_id)?;
+            let task = live_task(tx.conn(), &task_id)?;
             let mut published = Vec::with_capacity(artifacts.len() + 1);
             for artifact in &artifacts {
                 tasks::append_artifact(tx.conn(), &task, artifact)?;
-                task.artifact_len += 1;
                 published.push(artifact_event(&task, artifact));
             }
             if let Some(message) = &message {
                 tasks::append_history(tx.conn(), &task, message)?;
-                task.history_len += 1;
             }
             tasks::set_status(
                 tx,

@@ -6,7 +6,7 @@ use rusqlite::Connection;
 use super::StoreError;
 
 /// The schema version this build writes.
-pub const SCHEMA_VERSION: i64 = 7;
+pub const SCHEMA_VERSION: i64 = 8;
 
 /// The store's schema version, refused when a newer build wrote it.
 pub fn readable_version(conn: &Connection, path: &std::path::Path) -> Result<i64, StoreError> {
@@ -254,6 +254,15 @@ DROP TRIGGER IF EXISTS task_counts_insert;
 DROP TRIGGER IF EXISTS task_counts_move;
 "#;
 
+/// Version 8: a Task's next history and artifact positions come from those tables (the
+/// last `n` of the Task, found in the primary key), not from `history_len` and
+/// `artifact_len` on its row: keeping those rewrote the Task's row once more for every
+/// message and artifact appended. The two columns stay (dropping them rewrites the whole
+/// table) and are no longer kept; Tasks created since hold 0 there. Nothing changes on
+/// upgrade but the version, which keeps older builds (that still number from the columns)
+/// from opening the store.
+const V8: &str = "";
+
 /// The store's secret `name` (see [`V3`]).
 pub fn secret(conn: &Connection, name: &str) -> Result<Vec<u8>, StoreError> {
     Ok(
@@ -274,6 +283,7 @@ pub fn migrate(conn: &mut Connection, path: &std::path::Path) -> Result<(), Stor
         (5, V5),
         (6, V6),
         (7, V7),
+        (8, V8),
     ] {
         if version < target {
             let tx = conn.transaction()?;

@@ -19,21 +19,20 @@ pub struct TaskRow {
     pub record: TaskRecord,
     /// Moves on each time the Task opens an input request (a reply anchor names one).
     pub input_request_seq: i64,
-    pub history_len: i64,
-    pub artifact_len: i64,
     /// The MCP elicitation schema of the open input request, if the agent gave one.
     pub input_schema: Option<Value>,
 }
 
-const TASK_COLUMNS: &str = "seq, task_id, principal, context_id, source, continuation, state, status_message, \
-     status_ms, created_ms, input_request_seq, input_request_open, extensions, history_len, artifact_len, input_schema";
+const TASK_COLUMNS: &str =
+    "seq, task_id, principal, context_id, source, continuation, state, status_message, \
+     status_ms, created_ms, input_request_seq, input_request_open, extensions, input_schema";
 
 fn task_from_row(row: &Row<'_>) -> rusqlite::Result<Result<TaskRow, StoreError>> {
     let continuation: String = row.get(5)?;
     let state: String = row.get(6)?;
     let status_message: Option<String> = row.get(7)?;
     let extensions: String = row.get(12)?;
-    let input_schema: Option<String> = row.get(15)?;
+    let input_schema: Option<String> = row.get(13)?;
     let task_id: String = row.get(1)?;
     let decoded = (|| {
         let continuation = Continuation::parse(&continuation).ok_or_else(|| {
@@ -75,8 +74,6 @@ fn task_from_row(row: &Row<'_>) -> rusqlite::Result<Result<TaskRow, StoreError>>
                 artifacts: Vec::new(),
             },
             input_request_seq: row.get(10)?,
-            history_len: row.get(13)?,
-            artifact_len: row.get(14)?,
             input_schema,
         }),
     })
@@ -178,8 +175,8 @@ pub fn insert(tx: &WriteTx<'_>, task: &NewTask<'_>) -> Result<i64, StoreError> {
     // No `RETURNING seq`: SQLite runs a RETURNING clause as a trigger, and a statement with
     // a trigger copies every page it touches into a statement journal first.
     conn.prepare_cached(
-        "INSERT INTO tasks (task_id, principal, context_id, source, continuation, state, status_ms, created_ms, extensions, history_len) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, ?8, 1)",
+        "INSERT INTO tasks (task_id, principal, context_id, source, continuation, state, status_ms, created_ms, extensions) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, ?8)",
     )?
     .execute(params![
         task.task_id,
@@ -195,7 +192,7 @@ pub fn insert(tx: &WriteTx<'_>, task: &NewTask<'_>) -> Result<i64, StoreError> {
     Ok(conn.last_insert_rowid())
 }
 
-/// The first message of a Task just inserted (its history length already counts it).
+/// The first message of a Task just inserted (position 0 of its history).
 pub fn insert_first_message(
     conn: &Connection,
     task_seq: i64,
@@ -239,14 +236,11 @@ pub fn append_history(
     task: &TaskRow,
     message: &MessageRecord,
 ) -> Result<(), StoreError> {
-    conn.prepare_cached("INSERT INTO history (task_seq, n, body) VALUES (?1, ?2, ?3)")?
-        .execute(params![
-            task.seq,
-            task.history_len,
-            serde_json::to_string(message)?
-        ])?;
-    conn.prepare_cached("UPDATE tasks SET history_len = history_len + 1 WHERE seq = ?1")?
-        .execute([task.seq])?;
+    conn.prepare_cached(
+        "INSERT INTO history (task_seq, n, body) \
+         VALUES (?1, (SELECT COALESCE(MAX(n) + 1, 0) FROM history WHERE task_seq = ?1), ?2)",
+    )?
+    .execute(params![task.seq, serde_json::to_string(message)?])?;
     Ok(())
 }
 
@@ -256,16 +250,14 @@ pub fn append_artifact(
     artifact: &ArtifactRecord,
 ) -> Result<(), StoreError> {
     conn.prepare_cached(
-        "INSERT INTO artifacts (task_seq, n, artifact_id, body) VALUES (?1, ?2, ?3, ?4)",
+        "INSERT INTO artifacts (task_seq, n, artifact_id, body) \
+         VALUES (?1, (SELECT COALESCE(MAX(n) + 1, 0) FROM artifacts WHERE task_seq = ?1), ?2, ?3)",
     )?
     .execute(params![
         task.seq,
-        task.artifact_len,
         artifact.artifact_id,
         serde_json::to_string(artifact)?
     ])?;
-    conn.prepare_cached("UPDATE tasks SET artifact_len = artifact_len + 1 WHERE seq = ?1")?
-        .execute([task.seq])?;
     Ok(())
 }
 
