@@ -705,12 +705,14 @@ fn configure(conn: &Connection) -> Result<(), StoreError> {
     conn.busy_timeout(std::time::Duration::from_secs(5))?;
     conn.pragma_update(None, "synchronous", "FULL")?;
     conn.pragma_update(None, "foreign_keys", "OFF")?;
-    // 8 MiB of page cache for the writer (SQLite's default is 2 MiB): the hot index pages
+    // 4 MiB of page cache for the writer (SQLite's default is 2 MiB): the hot index pages
     // of a large store stay in memory instead of being re-read for every insert. Larger
     // costs more than it saves: SQLite scans the cache's hash table at the end of every
-    // write transaction, and the cache counts against the resident's memory (16 MiB put a
-    // one-core message:send at 99-108 MB peak RSS; 8 MiB at 91 MB, with no loss of rate).
-    conn.pragma_update(None, "cache_size", -8_192)?;
+    // write transaction, and the cache counts against the resident's memory. 16 MiB put a
+    // one-core message:send at 99-108 MB peak RSS, 8 MiB at 94-99 MB; 4 MiB at 90-95 MB
+    // with no loss of rate (paired runs of benches/http.rs, and cargo bench --bench
+    // intake at 100,000 Tasks, 2026-12-04).
+    conn.pragma_update(None, "cache_size", -4_096)?;
     conn.pragma_update(None, "temp_store", "MEMORY")?;
     cache_statements(conn);
     stable_plans(conn)?;
