@@ -393,6 +393,7 @@ test("A2A documents from JS are read as JSON.stringify reads them, and what it c
     cyclic.self = cyclic;
     assert.throws(() => plane.acceptInContext("alice", cyclic), TypeError);
     assert.throws(() => plane.acceptInContext("alice", { ...message("m-big", "x"), metadata: { n: 1n } }), TypeError);
+    assert.throws(() => agent.recordArtifact(taskId, cyclic), TypeError);
     // A value with no JSON text, or artifacts that are not a list, is refused by name.
     assert.throws(() => plane.acceptInContext("alice", undefined as unknown as object), /expected a JSON value/);
     assert.throws(() => agent.complete(taskId, { name: "x" } as unknown as []), /`artifacts` must be an array/);
