@@ -211,6 +211,23 @@ fn a_failure_at_any_acceptance_step_returns_an_error_and_records_nothing() {
     assert_eq!(ok.disposition, Disposition::Created);
 }
 
+/// 64 new messages from as many threads at once (so they share commits), in order.
+fn accept_at_once(
+    plane: &TaskPlane,
+    prefix: &str,
+) -> Vec<Result<a2a_task_plane::plane::Acceptance, PlaneError>> {
+    let handles: Vec<_> = (0..64)
+        .map(|i| {
+            let plane = plane.clone();
+            let id = format!("{prefix}-{i}");
+            std::thread::spawn(move || {
+                plane.accept_in_context("alice", None, user(&id, "x"), vec![])
+            })
+        })
+        .collect();
+    handles.into_iter().map(|h| h.join().unwrap()).collect()
+}
+
 #[test]
 fn a_failed_job_does_not_undo_the_jobs_that_share_its_commit() {
     let tmp = TempRoot::new("group");
@@ -218,15 +235,7 @@ fn a_failed_job_does_not_undo_the_jobs_that_share_its_commit() {
     let plane = open_with_faults(&tmp.store(), &faults);
     // 64 concurrent callers, one of which fails at its task step: the others all commit.
     faults.arm_after("task", FaultAction::Fail, 20);
-    let handles: Vec<_> = (0..64)
-        .map(|i| {
-            let plane = plane.clone();
-            std::thread::spawn(move || {
-                plane.accept_in_context("alice", None, user(&format!("g-{i}"), "x"), vec![])
-            })
-        })
-        .collect();
-    let results: Vec<_> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+    let results = accept_at_once(&plane, "g");
     let failed = results.iter().filter(|r| r.is_err()).count();
     assert_eq!(failed, 1, "exactly the injected failure");
     let db = plane.store().db_path().to_path_buf();
@@ -245,15 +254,7 @@ fn the_kept_task_counts_leave_out_a_failed_job_that_shares_their_commit() {
     let faults = Arc::new(Faults::new());
     let plane = open_with_faults(&tmp.store(), &faults);
     faults.arm_after("history", FaultAction::Fail, 20);
-    let handles: Vec<_> = (0..64)
-        .map(|i| {
-            let plane = plane.clone();
-            std::thread::spawn(move || {
-                plane.accept_in_context("alice", None, user(&format!("c-{i}"), "x"), vec![])
-            })
-        })
-        .collect();
-    let results: Vec<_> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+    let results = accept_at_once(&plane, "c");
     assert_eq!(results.iter().filter(|r| r.is_err()).count(), 1);
     let first = results.iter().flatten().next().unwrap();
     plane.start_work(first.task_id.as_deref().unwrap()).unwrap();

@@ -65,7 +65,7 @@ pub use write::WriteJob;
 
 use crate::clock::{Clock, SystemClock};
 use crate::events::{Accepted, EventBus, TaskEvent};
-use crate::record::Continuation;
+use crate::record::{Continuation, TaskRecord};
 use crate::store::{Connection, Faults, Store, StoreOptions, WriteTx};
 
 /// Options for [`TaskPlane::open`].
@@ -231,8 +231,29 @@ impl TaskPlane {
     }
 }
 
+/// The place for the settled Task in `update` when it should carry one: a settling
+/// update (terminal or interrupted) that carries none yet, of a Task someone waits on to
+/// answer with it (see `TaskEvent::Status::settled`). A Task nobody waits on costs one
+/// lookup in the bus.
+fn settled_slot<'a>(
+    events: &EventBus,
+    update: &'a mut Published,
+) -> Option<(&'a str, &'a mut Option<Arc<TaskRecord>>)> {
+    let Published::Task(TaskEvent::Status {
+        task_id,
+        state,
+        settled,
+        ..
+    }) = update
+    else {
+        return None;
+    };
+    (state.is_settled() && settled.is_none() && events.wants_settled(task_id))
+        .then_some((task_id.as_str(), settled))
+}
+
 /// Gives `update`, a settling update of the Task whose row is `after` (as this
-/// transaction leaves it), the Task in full when someone waits on it: like
+/// transaction leaves it), the Task in full when [`settled_slot`] says so: like
 /// [`attach_settled`], which then has nothing left to read, but without reading the row
 /// back.
 fn settle_from_row(
@@ -241,44 +262,23 @@ fn settle_from_row(
     update: &mut Published,
     after: crate::store::tasks::TaskRow,
 ) {
-    let Published::Task(TaskEvent::Status {
-        task_id,
-        state,
-        settled,
-        ..
-    }) = update
-    else {
-        return;
-    };
-    if !state.is_settled() || settled.is_some() || !events.wants_settled(task_id) {
-        return;
+    if let Some((_, slot)) = settled_slot(events, update) {
+        *slot = query::read_full(conn, after, None, true).ok().map(Arc::new);
     }
-    *settled = query::read_full(conn, after, None, true).ok().map(Arc::new);
 }
 
-/// Gives each settling update of a Task someone waits on to answer with it the Task as
-/// this transaction leaves it (see `TaskEvent::Status::settled`). The writer's connection reads it from its warm page
-/// cache; a waiter's own read after the commit would start from an empty one. A Task
-/// nobody waits on costs one lookup in the bus, and a failed read only leaves the waiter
-/// to read for itself.
+/// Gives each settling update that [`settled_slot`] names the Task as this transaction
+/// leaves it. The writer's connection reads it from its warm page cache; a waiter's own
+/// read after the commit would start from an empty one. A failed read only leaves the
+/// waiter to read for itself.
 fn attach_settled(conn: &Connection, events: &EventBus, published: &mut [Published]) {
     for p in published {
-        let Published::Task(TaskEvent::Status {
-            task_id,
-            state,
-            settled,
-            ..
-        }) = p
-        else {
-            continue;
-        };
-        if !state.is_settled() || settled.is_some() || !events.wants_settled(task_id) {
-            continue;
+        if let Some((task_id, slot)) = settled_slot(events, p) {
+            *slot = crate::store::tasks::by_id(conn, task_id)
+                .ok()
+                .flatten()
+                .and_then(|row| query::read_full(conn, row, None, true).ok())
+                .map(Arc::new);
         }
-        *settled = crate::store::tasks::by_id(conn, task_id)
-            .ok()
-            .flatten()
-            .and_then(|row| query::read_full(conn, row, None, true).ok())
-            .map(Arc::new);
     }
 }
