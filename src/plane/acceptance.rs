@@ -64,7 +64,7 @@ pub(crate) fn prior_outcome(
 /// The context of a conversation: the one its first message got, whoever accepted it
 /// (concurrent first messages get the same contextId).
 pub(crate) fn conversation_context(
-    tx: &WriteTx<'_>,
+    tx: &WriteTx<'_, '_>,
     principal: &str,
     source: &str,
     conversation_key: &str,
@@ -83,14 +83,14 @@ pub(crate) fn conversation_context(
 
 /// A new context with no conversation key.
 pub(crate) fn fresh_context(
-    tx: &WriteTx<'_>,
+    tx: &WriteTx<'_, '_>,
     principal: &str,
     source: &str,
     now_ms: i64,
 ) -> Result<String, PlaneError> {
     tx.step("context")?;
     let context_id = ids::mint();
-    contexts::insert_fresh(tx.conn(), &context_id, principal, source, now_ms)?;
+    contexts::insert_fresh(tx, &context_id, principal, source, now_ms)?;
     Ok(context_id)
 }
 
@@ -106,12 +106,11 @@ pub(crate) fn owns_context(
 /// Creates a SUBMITTED Task in `context_id` with the message as its first history entry,
 /// and records the claim, its evidence and its wake.
 pub(crate) fn create_task(
-    tx: &WriteTx<'_>,
+    tx: &WriteTx<'_, '_>,
     intake: &Intake,
     context_id: String,
     now_ms: i64,
 ) -> Result<Acceptance, PlaneError> {
-    let conn = tx.conn();
     tx.step("task")?;
     let task_id = ids::mint();
     let seq = tasks::insert(
@@ -128,7 +127,7 @@ pub(crate) fn create_task(
         },
     )?;
     tx.step("history")?;
-    tasks::insert_first_message(conn, seq, &intake.message)?;
+    tasks::insert_first_message(tx, seq, &intake.message)?;
     let mut acceptance = record_claim(
         tx,
         intake,
@@ -160,7 +159,7 @@ pub(crate) fn create_task(
 /// Attaches the message to a waiting Task: the request is answered and the Task goes
 /// back to SUBMITTED until its wake is delivered.
 pub(crate) fn continue_task(
-    tx: &WriteTx<'_>,
+    tx: &WriteTx<'_, '_>,
     intake: &Intake,
     task: &TaskRow,
     now_ms: i64,
@@ -177,7 +176,7 @@ pub(crate) fn continue_task(
     )?;
     contexts::touch(conn, &task.record.context_id, now_ms)?;
     tx.step("history")?;
-    tasks::append_history(conn, task, &intake.message)?;
+    tasks::append_history(tx, task, &intake.message)?;
     record_claim(
         tx,
         intake,
@@ -192,7 +191,7 @@ pub(crate) fn continue_task(
 /// Records a direct Message outcome: no Task exists, and a duplicate returns `reply`
 /// verbatim.
 pub(crate) fn record_direct(
-    tx: &WriteTx<'_>,
+    tx: &WriteTx<'_, '_>,
     intake: &Intake,
     context_id: &str,
     reply: &MessageRecord,
@@ -228,7 +227,7 @@ struct ActivationEvidence<'a> {
 }
 
 fn record_claim(
-    tx: &WriteTx<'_>,
+    tx: &WriteTx<'_, '_>,
     intake: &Intake,
     route: ClaimRoute,
     task_id: Option<&str>,
@@ -236,11 +235,10 @@ fn record_claim(
     direct_reply: Option<&MessageRecord>,
     now_ms: i64,
 ) -> Result<Acceptance, PlaneError> {
-    let conn = tx.conn();
     tx.step("claim")?;
     let activation_id = ids::mint();
     claims::insert(
-        conn,
+        tx,
         &NewClaim {
             activation_id: &activation_id,
             principal: &intake.principal,
@@ -258,7 +256,7 @@ fn record_claim(
     )?;
     tx.step("evidence")?;
     evidence::insert(
-        conn,
+        tx,
         &NewEvidence {
             kind: &EvidenceKind::Activation,
             healthy: true,
@@ -283,7 +281,7 @@ fn record_claim(
     // The wake record: the claim's first state record, ACCEPTED (the claim row already
     // says so). A direct outcome has no Task, so the wake queue never offers it.
     tx.step("wake")?;
-    claims::record_accepted(conn, &activation_id, now_ms)?;
+    claims::record_accepted(tx, &activation_id, now_ms)?;
     Ok(Acceptance {
         activation_id,
         task_id: task_id.map(str::to_string),

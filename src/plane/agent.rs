@@ -149,7 +149,7 @@ impl TaskPlane {
                 InterruptKind::InputRequired => TaskState::InputRequired,
                 InterruptKind::AuthRequired => TaskState::AuthRequired,
             };
-            tasks::append_history(tx.conn(), &task, &question)?;
+            tasks::append_history(tx, &task, &question)?;
             tasks::set_status(
                 tx,
                 &task,
@@ -185,7 +185,7 @@ impl TaskPlane {
                     task.record.state.as_str()
                 )));
             }
-            tasks::append_artifact(tx.conn(), &task, &artifact)?;
+            tasks::append_artifact(tx, &task, &artifact)?;
             Ok(((), vec![artifact_event(&task, &artifact)]))
         })
     }
@@ -221,11 +221,11 @@ impl TaskPlane {
             let task = live_task(tx.conn(), &task_id)?;
             let mut published = Vec::with_capacity(artifacts.len() + 1);
             for artifact in &artifacts {
-                tasks::append_artifact(tx.conn(), &task, artifact)?;
+                tasks::append_artifact(tx, &task, artifact)?;
                 published.push(artifact_event(&task, artifact));
             }
             if let Some(message) = &message {
-                tasks::append_history(tx.conn(), &task, message)?;
+                tasks::append_history(tx, &task, message)?;
             }
             tasks::set_status(
                 tx,
@@ -279,7 +279,7 @@ impl TaskPlane {
         let now = self.now();
         self.publishing_job(move |tx| {
             let task = live_task(tx.conn(), &task_id)?;
-            tasks::append_history(tx.conn(), &task, &reason)?;
+            tasks::append_history(tx, &task, &reason)?;
             tasks::set_status(tx, &task, state, Some(&reason), now, InputRequest::Closed)?;
             Ok(((), vec![status(&task, state, Some(&reason), now)]))
         })

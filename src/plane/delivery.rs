@@ -734,7 +734,7 @@ impl TaskPlane {
                 now,
             )?;
             evidence::insert(
-    conn,
+    tx,
     &NewEvidence {
         kind: &EvidenceKind::DeliveryAmbiguous,
         healthy: false,

@@ -265,7 +265,7 @@ impl TaskPlane {
     /// The context a client's contextId resolves to: its own when the principal owns it,
     /// else a fresh one.
     fn authorized_context(
-        tx: &WriteTx<'_>,
+        tx: &WriteTx<'_, '_>,
         intake: &Intake,
         now: i64,
     ) -> Result<String, PlaneError> {
@@ -359,7 +359,7 @@ impl TaskPlane {
     /// continued one's subscribers see it resume.
     fn write_intake(
         &self,
-        work: impl FnMut(&WriteTx<'_>) -> Result<Acceptance, PlaneError> + Send + 'static,
+        work: impl FnMut(&WriteTx<'_, '_>) -> Result<Acceptance, PlaneError> + Send + 'static,
     ) -> Result<Acceptance, PlaneError> {
         self.intake_job(work).wait()
     }
@@ -367,7 +367,7 @@ impl TaskPlane {
     /// [`TaskPlane::write_intake`] as a [`WriteJob`].
     fn intake_job(
         &self,
-        mut work: impl FnMut(&WriteTx<'_>) -> Result<Acceptance, PlaneError> + Send + 'static,
+        mut work: impl FnMut(&WriteTx<'_, '_>) -> Result<Acceptance, PlaneError> + Send + 'static,
     ) -> WriteJob<Acceptance> {
         let now = self.now();
         self.publishing_job(move |tx| {
@@ -399,7 +399,7 @@ impl TaskPlane {
 
 /// The context of a native activation: its conversation's, or a fresh one.
 fn native_context(
-    tx: &WriteTx<'_>,
+    tx: &WriteTx<'_, '_>,
     activation: &Activation,
     now: i64,
 ) -> Result<String, PlaneError> {

@@ -178,7 +178,7 @@ impl TaskPlane {
     /// One write transaction of the plane, answered after commit.
     fn write<R: Send + 'static>(
         &self,
-        work: impl FnMut(&WriteTx<'_>) -> Result<R, PlaneError> + Send + 'static,
+        work: impl FnMut(&WriteTx<'_, '_>) -> Result<R, PlaneError> + Send + 'static,
     ) -> Result<R, PlaneError> {
         self.store.write(work)
     }
@@ -187,7 +187,7 @@ impl TaskPlane {
     /// in commit order, before the caller hears back).
     fn write_publishing<R: Send + 'static>(
         &self,
-        work: impl FnMut(&WriteTx<'_>) -> Result<(R, Vec<Published>), PlaneError> + Send + 'static,
+        work: impl FnMut(&WriteTx<'_, '_>) -> Result<(R, Vec<Published>), PlaneError> + Send + 'static,
     ) -> Result<R, PlaneError> {
         self.publishing_job(work).wait()
     }
@@ -195,10 +195,12 @@ impl TaskPlane {
     /// [`TaskPlane::write_publishing`] as a [`WriteJob`], for callers that must not block.
     fn publishing_job<R: Send + 'static>(
         &self,
-        mut work: impl FnMut(&WriteTx<'_>) -> Result<(R, Vec<Published>), PlaneError> + Send + 'static,
+        mut work: impl FnMut(&WriteTx<'_, '_>) -> Result<(R, Vec<Published>), PlaneError>
+            + Send
+            + 'static,
     ) -> WriteJob<R> {
         let events = self.events.clone();
-        let work = move |tx: &WriteTx<'_>| {
+        let work = move |tx: &WriteTx<'_, '_>| {
             let (result, mut published) = work(tx)?;
             attach_settled(tx.conn(), &events, &mut published);
             Ok((result, published))

@@ -25,7 +25,7 @@ use super::{PlaneError, TaskPlane, SESSIONS_DIR};
 use crate::clock::DAY_MS;
 use crate::record::{ClaimState, EvidenceKind};
 use crate::store::evidence::{self, NewEvidence};
-use crate::store::{claims, retention, Connection};
+use crate::store::{claims, retention, Connection, WriteTx};
 
 /// The retention floor for operational records: 30 days.
 pub const RETENTION_MS: i64 = 30 * DAY_MS;
@@ -49,7 +49,7 @@ impl TaskPlane {
         let now = self.now();
         let retention_ms = self.retention_ms;
         let (mut report, removed) = self.write(move |tx| {
-            let quarantined = quarantine_orphaned_claims(tx.conn(), now)?;
+            let quarantined = quarantine_orphaned_claims(tx, now)?;
             let (mut report, removed) = compact(tx.conn(), now, retention_ms)?;
             report.quarantined_claims = quarantined;
             Ok((report, removed))
@@ -75,9 +75,10 @@ impl TaskPlane {
 /// removed since the last recovery are looked at (the store notes each removed Task), so
 /// this costs what was removed, not what is stored.
 pub(super) fn quarantine_orphaned_claims(
-    conn: &Connection,
+    tx: &WriteTx<'_, '_>,
     now_ms: i64,
 ) -> Result<usize, PlaneError> {
+    let conn = tx.conn();
     let orphans = retention::take_orphaned_claims(conn)?;
     for (activation_id, task_id) in &orphans {
         let detail = format!("task {task_id} of this claim is missing from the store");
@@ -89,7 +90,7 @@ pub(super) fn quarantine_orphaned_claims(
             now_ms,
         )?;
         evidence::insert(
-            conn,
+            tx,
             &NewEvidence {
                 kind: &EvidenceKind::ClaimQuarantined,
                 healthy: false,

@@ -118,7 +118,7 @@ impl TaskPlane {
         let now = self.now();
         self.write(move |tx| {
             Ok(evidence::insert(
-                tx.conn(),
+                tx,
                 &NewEvidence {
                     kind: &kind,
                     healthy,

@@ -13,11 +13,11 @@ use crate::events::Accepted;
 use crate::record::{ClaimState, EvidenceKind, MessageRecord, PartRecord, TaskState};
 use crate::store::evidence::{self, NewEvidence};
 use crate::store::tasks::{self, InputRequest};
-use crate::store::{claims, Connection};
+use crate::store::{claims, WriteTx};
 
 /// Unhealthy evidence about an activation of a Task.
 fn unhealthy_wake_evidence(
-    conn: &Connection,
+    tx: &WriteTx<'_, '_>,
     kind: &EvidenceKind,
     activation_id: &str,
     task_id: &str,
@@ -25,7 +25,7 @@ fn unhealthy_wake_evidence(
     now: i64,
 ) -> Result<(), PlaneError> {
     evidence::insert(
-        conn,
+        tx,
         &NewEvidence {
             kind,
             healthy: false,
@@ -142,7 +142,7 @@ impl TaskPlane {
                 Some(&reason),
                 now,
             )?;
-            unhealthy_wake_evidence(conn, &kind, &activation_id, &task_id, &reason, now)?;
+            unhealthy_wake_evidence(tx, &kind, &activation_id, &task_id, &reason, now)?;
             let newest = claims::newest_for_task(conn, &task_id)?;
             let mut published = vec![];
             if let Some(task) = tasks::by_id(conn, &task_id)? {
@@ -152,7 +152,7 @@ impl TaskPlane {
                 {
                     let message =
                         MessageRecord::agent(vec![PartRecord::text(caller_message.clone())]);
-                    tasks::append_history(conn, &task, &message)?;
+                    tasks::append_history(tx, &task, &message)?;
                     tasks::set_status(
                         tx,
                         &task,
@@ -184,7 +184,7 @@ impl TaskPlane {
         );
         let now = self.now();
         self.write(move |tx| {
-            unhealthy_wake_evidence(tx.conn(), &kind, &activation_id, &task_id, &reason, now)?;
+            unhealthy_wake_evidence(tx, &kind, &activation_id, &task_id, &reason, now)?;
             Ok(())
         })
     }

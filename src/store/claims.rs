@@ -7,7 +7,7 @@ use std::sync::LazyLock;
 use rusqlite::{params, Connection, OptionalExtension};
 
 use super::tasks::{awaits_caller_sql, live_states_sql};
-use super::{sql_list, StoreError};
+use super::{sql_list, StoreError, WriteTx};
 use crate::record::{ClaimRoute, ClaimState, MessageRecord};
 
 /// The claim states `keep` selects, as an SQL list.
@@ -114,40 +114,43 @@ pub struct NewClaim<'a> {
 }
 
 /// Inserts a claim, ACCEPTED. Its first state record is [`record_accepted`].
-pub fn insert(conn: &Connection, claim: &NewClaim<'_>) -> Result<(), StoreError> {
-    conn.prepare_cached(
+pub fn insert(tx: &WriteTx<'_, '_>, claim: &NewClaim<'_>) -> Result<(), StoreError> {
+    let direct_reply = claim.direct_reply.map(serde_json::to_string).transpose()?;
+    tx.with_statement(
         "INSERT INTO claims (activation_id, principal, dedupe_key, source, route, task_id, context_id, digest, \
          requested_context_id, requested_task_id, direct_reply, state, claimed_ms) \
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
-    )?
-    .execute(params![
-        claim.activation_id,
-        claim.principal,
-        claim.dedupe_key,
-        claim.source,
-        claim.route.as_str(),
-        claim.task_id,
-        claim.context_id,
-        claim.digest,
-        claim.requested_context_id,
-        claim.requested_task_id,
-        claim.direct_reply.map(serde_json::to_string).transpose()?,
-        ClaimState::Accepted.as_str(),
-        claim.now_ms
-    ])?;
+        |s| {
+            s.execute(params![
+                claim.activation_id,
+                claim.principal,
+                claim.dedupe_key,
+                claim.source,
+                claim.route.as_str(),
+                claim.task_id,
+                claim.context_id,
+                claim.digest,
+                claim.requested_context_id,
+                claim.requested_task_id,
+                direct_reply,
+                ClaimState::Accepted.as_str(),
+                claim.now_ms
+            ])
+        },
+    )?;
     Ok(())
 }
 
 /// The claim's first state record, ACCEPTED: the durable wake record.
 pub fn record_accepted(
-    conn: &Connection,
+    tx: &WriteTx<'_, '_>,
     activation_id: &str,
     now_ms: i64,
 ) -> Result<(), StoreError> {
-    conn.prepare_cached(
+    tx.with_statement(
         "INSERT INTO claim_states (activation_id, n, kind, count, at_ms, detail) VALUES (?1, 0, ?2, NULL, ?3, NULL)",
-    )?
-    .execute(params![activation_id, ClaimState::Accepted.as_str(), now_ms])?;
+        |s| s.execute(params![activation_id, ClaimState::Accepted.as_str(), now_ms]),
+    )?;
     Ok(())
 }
 

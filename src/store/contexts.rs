@@ -3,7 +3,7 @@
 
 use rusqlite::{params, Connection, OptionalExtension};
 
-use super::StoreError;
+use super::{StoreError, WriteTx};
 
 /// The context of a conversation: one atomic upsert on (principal, source, key), so
 /// concurrent first messages get the same contextId. `new_context_id` is used only when
@@ -32,17 +32,17 @@ pub fn of_conversation(
 
 /// Inserts a context with no conversation key.
 pub fn insert_fresh(
-    conn: &Connection,
+    tx: &WriteTx<'_, '_>,
     context_id: &str,
     principal: &str,
     source: &str,
     now_ms: i64,
 ) -> Result<(), StoreError> {
-    conn.prepare_cached(
+    tx.with_statement(
         "INSERT INTO contexts (context_id, principal, source, conversation_key, created_ms, last_event_ms) \
          VALUES (?1, ?2, ?3, NULL, ?4, ?4)",
-    )?
-    .execute(params![context_id, principal, source, now_ms])?;
+        |s| s.execute(params![context_id, principal, source, now_ms]),
+    )?;
     Ok(())
 }
 

@@ -5,7 +5,7 @@ use rusqlite::{params, Connection};
 use serde::Serialize;
 use serde_json::Value;
 
-use super::StoreError;
+use super::{StoreError, WriteTx};
 use crate::digest::content_address;
 use crate::record::EvidenceKind;
 
@@ -23,25 +23,28 @@ pub struct NewEvidence<'a, C: Serialize + ?Sized = Value> {
 /// Records evidence and returns its id, the content address of its content: the same
 /// content about the same Task (or about no Task) twice is one record.
 pub fn insert<C: Serialize + ?Sized>(
-    conn: &Connection,
+    tx: &WriteTx<'_, '_>,
     evidence: &NewEvidence<'_, C>,
 ) -> Result<String, StoreError> {
     let content_text = serde_json::to_string(evidence.content)?;
     let id = content_address(content_text.as_bytes());
-    conn.prepare_cached(
+    let locator = serde_json::to_string(evidence.locator)?;
+    tx.with_statement(
         "INSERT OR IGNORE INTO evidence (evidence_id, kind, healthy, task_id, activation_id, locator, content, recorded_ms) \
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-    )?
-    .execute(params![
-        id,
-        evidence.kind.as_str(),
-        evidence.healthy as i64,
-        evidence.task_id,
-        evidence.activation_id,
-        serde_json::to_string(evidence.locator)?,
-        content_text,
-        evidence.now_ms
-    ])?;
+        |s| {
+            s.execute(params![
+                id,
+                evidence.kind.as_str(),
+                evidence.healthy as i64,
+                evidence.task_id,
+                evidence.activation_id,
+                locator,
+                content_text,
+                evidence.now_ms
+            ])
+        },
+    )?;
     Ok(id)
 }
 

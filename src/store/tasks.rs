@@ -170,36 +170,41 @@ pub struct NewTask<'a> {
 
 /// Inserts a Task whose history will hold one message ([`insert_first_message`] writes
 /// it); returns its `seq`. Its principal's count in its state goes up by one.
-pub fn insert(tx: &WriteTx<'_>, task: &NewTask<'_>) -> Result<i64, StoreError> {
-    let conn = tx.conn();
+pub fn insert(tx: &WriteTx<'_, '_>, task: &NewTask<'_>) -> Result<i64, StoreError> {
+    let extensions = serde_json::to_string(task.extensions)?;
     // No `RETURNING seq`: SQLite runs a RETURNING clause as a trigger, and a statement with
     // a trigger copies every page it touches into a statement journal first.
-    conn.prepare_cached(
+    tx.with_statement(
         "INSERT INTO tasks (task_id, principal, context_id, source, continuation, state, status_ms, created_ms, extensions) \
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, ?8)",
-    )?
-    .execute(params![
-        task.task_id,
-        task.principal,
-        task.context_id,
-        task.source,
-        task.continuation.as_str(),
-        task.state.as_str(),
-        task.now_ms,
-        serde_json::to_string(task.extensions)?
-    ])?;
+        |s| {
+            s.execute(params![
+                task.task_id,
+                task.principal,
+                task.context_id,
+                task.source,
+                task.continuation.as_str(),
+                task.state.as_str(),
+                task.now_ms,
+                extensions
+            ])
+        },
+    )?;
     tx.count(task.principal, task.state, 1);
-    Ok(conn.last_insert_rowid())
+    Ok(tx.conn().last_insert_rowid())
 }
 
 /// The first message of a Task just inserted (position 0 of its history).
 pub fn insert_first_message(
-    conn: &Connection,
+    tx: &WriteTx<'_, '_>,
     task_seq: i64,
     message: &MessageRecord,
 ) -> Result<(), StoreError> {
-    conn.prepare_cached("INSERT INTO history (task_seq, n, body) VALUES (?1, 0, ?2)")?
-        .execute(params![task_seq, serde_json::to_string(message)?])?;
+    let body = serde_json::to_string(message)?;
+    tx.with_statement(
+        "INSERT INTO history (task_seq, n, body) VALUES (?1, 0, ?2)",
+        |s| s.execute(params![task_seq, body]),
+    )?;
     Ok(())
 }
 
@@ -232,32 +237,30 @@ pub fn artifacts(conn: &Connection, task_seq: i64) -> Result<Vec<ArtifactRecord>
 }
 
 pub fn append_history(
-    conn: &Connection,
+    tx: &WriteTx<'_, '_>,
     task: &TaskRow,
     message: &MessageRecord,
 ) -> Result<(), StoreError> {
-    conn.prepare_cached(
+    let body = serde_json::to_string(message)?;
+    tx.with_statement(
         "INSERT INTO history (task_seq, n, body) \
          VALUES (?1, (SELECT COALESCE(MAX(n) + 1, 0) FROM history WHERE task_seq = ?1), ?2)",
-    )?
-    .execute(params![task.seq, serde_json::to_string(message)?])?;
+        |s| s.execute(params![task.seq, body]),
+    )?;
     Ok(())
 }
 
 pub fn append_artifact(
-    conn: &Connection,
+    tx: &WriteTx<'_, '_>,
     task: &TaskRow,
     artifact: &ArtifactRecord,
 ) -> Result<(), StoreError> {
-    conn.prepare_cached(
+    let body = serde_json::to_string(artifact)?;
+    tx.with_statement(
         "INSERT INTO artifacts (task_seq, n, artifact_id, body) \
          VALUES (?1, (SELECT COALESCE(MAX(n) + 1, 0) FROM artifacts WHERE task_seq = ?1), ?2, ?3)",
-    )?
-    .execute(params![
-        task.seq,
-        artifact.artifact_id,
-        serde_json::to_string(artifact)?
-    ])?;
+        |s| s.execute(params![task.seq, artifact.artifact_id, body]),
+    )?;
     Ok(())
 }
 
@@ -305,35 +308,36 @@ impl TaskRow {
 /// Sets a Task's status: its state, status message and time, and its input request
 /// ([`TaskRow::with_status`] makes the same changes to a row in memory).
 pub fn set_status(
-    tx: &WriteTx<'_>,
+    tx: &WriteTx<'_, '_>,
     task: &TaskRow,
     state: TaskState,
     message: Option<&MessageRecord>,
     now_ms: i64,
     input_request: InputRequest<'_>,
 ) -> Result<(), StoreError> {
-    let conn = tx.conn();
     let message = message.map(serde_json::to_string).transpose()?;
     let (open, bump, schema) = match input_request {
         InputRequest::Unchanged => (None, 0, None),
         InputRequest::Open(schema) => (Some(1), 1, schema.map(Value::to_string)),
         InputRequest::Closed => (Some(0), 0, None),
     };
-    conn.prepare_cached(
+    tx.with_statement(
         "UPDATE tasks SET state = ?2, status_message = ?3, status_ms = ?4, \
          input_request_open = COALESCE(?5, input_request_open), input_request_seq = input_request_seq + ?6, \
          input_schema = CASE ?5 WHEN 0 THEN NULL WHEN 1 THEN ?7 ELSE input_schema END \
          WHERE seq = ?1",
-    )?
-    .execute(params![
-        task.seq,
-        state.as_str(),
-        message,
-        now_ms,
-        open,
-        bump,
-        schema
-    ])?;
+        |s| {
+            s.execute(params![
+                task.seq,
+                state.as_str(),
+                message,
+                now_ms,
+                open,
+                bump,
+                schema
+            ])
+        },
+    )?;
     if task.record.state != state {
         tx.count(&task.record.principal, task.record.state, -1);
         tx.count(&task.record.principal, state, 1);
@@ -375,7 +379,7 @@ impl CountChanges {
 }
 
 /// Writes the transaction's count changes (each non-zero sum once) and forgets them.
-pub fn write_counts(tx: &WriteTx<'_>) -> Result<(), StoreError> {
+pub fn write_counts(tx: &WriteTx<'_, '_>) -> Result<(), StoreError> {
     let changes = std::mem::take(&mut *tx.counts.borrow_mut());
     for (principal, state, by) in changes.0 {
         if by == 0 {
