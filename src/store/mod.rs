@@ -134,9 +134,9 @@ pub struct StoreOptions {
     pub faults: Option<Arc<Faults>>,
 }
 
-/// A write transaction as a job sees it: the connection plus the fault-injection hook.
+/// A write transaction as a job sees it: the writer's connection and its kept statements
+/// ([`Prepared`]) plus the fault-injection hook.
 pub struct WriteTx<'a, 'c> {
-    conn: &'a Connection,
     prepared: &'a Prepared<'c>,
     faults: Option<&'a Faults>,
     /// The transaction's changes to the kept Task counts, written just before it commits
@@ -145,8 +145,8 @@ pub struct WriteTx<'a, 'c> {
 }
 
 impl<'c> WriteTx<'_, 'c> {
-    pub fn conn(&self) -> &Connection {
-        self.conn
+    pub fn conn(&self) -> &'c Connection {
+        self.prepared.conn
     }
 
     /// Runs `f` with the writer's prepared statement for `sql` (see [`Prepared`]).
@@ -954,7 +954,6 @@ fn writer_loop(
             continue;
         }
         let tx = WriteTx {
-            conn: &conn,
             prepared: &prepared,
             faults,
             counts: RefCell::default(),
@@ -1017,7 +1016,7 @@ fn run_isolated(
     batch: &mut [Box<dyn Job>],
     failed: usize,
 ) -> Result<(), StoreError> {
-    let conn = tx.conn;
+    let conn = tx.conn();
     if !conn.is_autocommit() {
         conn.execute_batch("ROLLBACK")?;
     }
