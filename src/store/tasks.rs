@@ -385,12 +385,11 @@ pub fn write_counts(tx: &WriteTx<'_, '_>) -> Result<(), StoreError> {
         if by == 0 {
             continue;
         }
-        tx.conn()
-            .prepare_cached(
-                "INSERT INTO task_counts (principal, state, n) VALUES (?1, ?2, ?3) \
-                 ON CONFLICT (principal, state) DO UPDATE SET n = n + excluded.n",
-            )?
-            .execute(params![principal, state.as_str(), by])?;
+        tx.with_statement(
+            "INSERT INTO task_counts (principal, state, n) VALUES (?1, ?2, ?3) \
+             ON CONFLICT (principal, state) DO UPDATE SET n = n + excluded.n",
+            |s| s.execute(params![principal, state.as_str(), by]),
+        )?;
     }
     Ok(())
 }
