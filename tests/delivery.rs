@@ -297,13 +297,6 @@ fn pending<F: Future>(rt: &tokio::runtime::Runtime, future: Pin<&mut F>) -> bool
     poll_once(rt, future).is_pending()
 }
 
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .build()
-        .unwrap()
-}
-
 #[test]
 fn a_delivery_lease_is_honoured_only_for_its_holder() {
     let tmp = TempRoot::new("dl-lease-holder");

@@ -780,10 +780,7 @@ fn a_settling_update_carries_the_committed_task_to_those_waiting_to_answer_with_
     use a2a_task_plane::record::ArtifactRecord;
     let tmp = TempRoot::new("settled-snapshot");
     let plane = plane(&tmp);
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = runtime();
     let accept = |id: &str| {
         plane
             .accept_in_context("alice", None, user(id, "x"), vec![])
@@ -860,10 +857,7 @@ fn a_watched_intake_sees_every_update_after_its_acceptance() {
     use a2a_task_plane::plane::{AlwaysTask, Inbound, Watch};
     let tmp = TempRoot::new("watched-intake");
     let plane = plane(&tmp);
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = runtime();
     let inbound = || Inbound {
         principal: "alice".into(),
         context_id: None,

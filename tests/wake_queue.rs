@@ -489,10 +489,7 @@ fn outputs_are_declared_workflow_outputs_recorded_as_typed_artifacts() {
         &json!({"output": "pull-request", "type": "forge.pull-request", "value": {"url": "https://forge/pr/1"}})
     );
     // The output recorded while WORKING was streamed live.
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = runtime();
     let first = rt.block_on(async { updates.recv().await.unwrap() });
     assert!(
         matches!(*first, a2a_task_plane::events::TaskEvent::Artifact { ref artifact, .. } if artifact.name.as_deref() == Some("pull-request"))
@@ -923,10 +920,7 @@ fn one_active_turn_whoever_calls_next_wake_concurrently() {
     wait_until("both Tasks are admitted", || queue.waiting() == 2);
     // Two blocking callers and one async caller race for the two waiting wakes: only one
     // turn may be active, so exactly one of them gets a wake.
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = runtime();
     let (a, b) = (queue.clone(), queue.clone());
     let first = std::thread::spawn(move || a.next_wake(Duration::from_millis(500)));
     let second = std::thread::spawn(move || b.next_wake(Duration::from_millis(500)));

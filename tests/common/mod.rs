@@ -120,6 +120,15 @@ pub fn reply(
     }
 }
 
+/// A single-threaded tokio runtime with timers and I/O, for a test that awaits the
+/// plane's async calls or subscriptions.
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
 /// Rows in a table (through a fresh read-only connection, outside the plane).
 pub fn count(db: &Path, sql: &str) -> i64 {
     let conn =
