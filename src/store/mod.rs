@@ -33,6 +33,7 @@ pub mod inspect;
 pub mod retention;
 mod schema;
 pub mod tasks;
+mod wal_appends;
 
 use std::cell::RefCell;
 use std::fmt;
@@ -424,7 +425,8 @@ impl Store {
             .map_err(|e| io(root, "cannot fsync the store directory", e))?;
 
         configure_sqlite();
-        let mut conn = Connection::open_with_flags(
+        // The writer's WAL appends reach the file in one write per commit (wal_appends).
+        let mut conn = wal_appends::open_writer(
             &db_path,
             OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
         )?;
