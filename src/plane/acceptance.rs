@@ -13,7 +13,7 @@ use crate::store::claims::{self, NewClaim};
 use crate::store::contexts;
 use crate::store::evidence::{self, NewEvidence};
 use crate::store::tasks::{self, InputRequest, NewTask, TaskRow};
-use crate::store::{Connection, WriteTx};
+use crate::store::{Connection, Statements, WriteTx};
 
 /// The prior outcome of this (principal, dedupe key), if any.
 ///
@@ -21,10 +21,10 @@ use crate::store::{Connection, WriteTx};
 /// Message verbatim). A different payload → `DuplicateMessageId`. Requested ids are
 /// compared apart from the digest: a retry may name the ids the server minted for it.
 pub(crate) fn prior_outcome(
-    conn: &Connection,
+    on: &impl Statements,
     intake: &Intake,
 ) -> Result<Option<Acceptance>, PlaneError> {
-    let Some(prior) = claims::by_dedupe_key(conn, &intake.principal, &intake.dedupe_key)? else {
+    let Some(prior) = claims::by_dedupe_key(on, &intake.principal, &intake.dedupe_key)? else {
         return Ok(None);
     };
     let same_id = |asked: &Option<String>, first: &Option<String>, minted: Option<&str>| {
@@ -47,7 +47,7 @@ pub(crate) fn prior_outcome(
         });
     }
     let state = match &prior.task_id {
-        Some(id) => tasks::by_id(conn, id)?.map(|t| t.record.state),
+        Some(id) => tasks::by_id(on, id)?.map(|t| t.record.state),
         None => None,
     };
     Ok(Some(Acceptance {

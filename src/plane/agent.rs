@@ -7,7 +7,7 @@ use crate::events::TaskEvent;
 use crate::field_error::FieldError;
 use crate::record::{ArtifactRecord, Continuation, MessageRecord, Role, TaskRecord, TaskState};
 use crate::store::tasks::{self, InputRequest, TaskRow};
-use crate::store::Connection;
+use crate::store::WriteTx;
 
 /// Which interrupted state a request for input puts the Task in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,9 +40,9 @@ fn artifact_event(task: &TaskRow, artifact: &ArtifactRecord) -> Published {
     })
 }
 
-fn live_task(conn: &Connection, task_id: &str) -> Result<TaskRow, PlaneError> {
-    let task = tasks::by_id(conn, task_id)?
-        .ok_or_else(|| PlaneError::TaskNotFound(task_id.to_string()))?;
+fn live_task(tx: &WriteTx<'_, '_>, task_id: &str) -> Result<TaskRow, PlaneError> {
+    let task =
+        tasks::by_id(tx, task_id)?.ok_or_else(|| PlaneError::TaskNotFound(task_id.to_string()))?;
     if task.record.state.is_terminal() {
         return Err(PlaneError::TaskTerminal {
             task_id: task_id.to_string(),
@@ -78,7 +78,7 @@ impl TaskPlane {
         let task_id = task_id.to_string();
         let now = self.now();
         self.publishing_job(move |tx| {
-            let task = live_task(tx.conn(), &task_id)?;
+            let task = live_task(tx, &task_id)?;
             match task.record.state {
                 TaskState::Working => Ok((TaskState::Working, vec![])),
                 TaskState::Submitted => {
@@ -138,7 +138,7 @@ impl TaskPlane {
         let task_id = task_id.to_string();
         let now = self.now();
         self.publishing_job(move |tx| {
-            let task = live_task(tx.conn(), &task_id)?;
+            let task = live_task(tx, &task_id)?;
             if task.record.continuation == Continuation::None {
                 return Err(PlaneError::FailedPrecondition(format!(
                     "task {task_id} came from source `{}`, which declares no continuation method, so no answer could ever reach it; complete or reject the task instead",
@@ -178,7 +178,7 @@ impl TaskPlane {
         }
         let task_id = task_id.to_string();
         self.publishing_job(move |tx| {
-            let task = live_task(tx.conn(), &task_id)?;
+            let task = live_task(tx, &task_id)?;
             if task.record.state != TaskState::Working {
                 return Err(PlaneError::FailedPrecondition(format!(
                     "task {task_id} is {}; outputs are recorded only while it is working",
@@ -218,7 +218,7 @@ impl TaskPlane {
         let now = self.now();
         let events = self.events.clone();
         self.publishing_job(move |tx| {
-            let task = live_task(tx.conn(), &task_id)?;
+            let task = live_task(tx, &task_id)?;
             let mut published = Vec::with_capacity(artifacts.len() + 1);
             for artifact in &artifacts {
                 tasks::append_artifact(tx, &task, artifact)?;
@@ -242,7 +242,7 @@ impl TaskPlane {
                 now,
                 InputRequest::Closed,
             );
-            super::settle_from_row(tx.conn(), &events, &mut completed, after);
+            super::settle_from_row(tx, &events, &mut completed, after);
             published.push(completed);
             Ok(((), published))
         })
@@ -278,7 +278,7 @@ impl TaskPlane {
         let task_id = task_id.to_string();
         let now = self.now();
         self.publishing_job(move |tx| {
-            let task = live_task(tx.conn(), &task_id)?;
+            let task = live_task(tx, &task_id)?;
             tasks::append_history(tx, &task, &reason)?;
             tasks::set_status(tx, &task, state, Some(&reason), now, InputRequest::Closed)?;
             Ok(((), vec![status(&task, state, Some(&reason), now)]))
@@ -295,7 +295,7 @@ impl TaskPlane {
         let task_id = task_id.to_string();
         let now = self.now();
         self.write_publishing(move |tx| {
-            let Some(task) = tasks::by_id(tx.conn(), &task_id)? else {
+            let Some(task) = tasks::by_id(tx, &task_id)? else {
                 return Ok((false, vec![]));
             };
             let state = task.record.state;
@@ -319,7 +319,7 @@ impl TaskPlane {
         let (principal, task_id) = (principal.to_string(), task_id.to_string());
         let now = self.now();
         self.write_publishing(move |tx| {
-            let task = tasks::owned(tx.conn(), &principal, &task_id)?
+            let task = tasks::owned(tx, &principal, &task_id)?
                 .ok_or_else(|| PlaneError::TaskNotFound(task_id.clone()))?;
             if task.record.state.is_terminal() {
                 return Err(PlaneError::NotCancelable {

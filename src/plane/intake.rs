@@ -82,7 +82,7 @@ impl TaskPlane {
         let (intake, activation) = self.native_intake(activation)?;
         let now = self.now();
         self.write_intake(move |tx| {
-            if let Some(prior) = acceptance::prior_outcome(tx.conn(), &intake)? {
+            if let Some(prior) = acceptance::prior_outcome(tx, &intake)? {
                 return Ok(prior);
             }
             let context_id = native_context(tx, &activation, now)?;
@@ -97,7 +97,7 @@ impl TaskPlane {
         let (intake, activation) = self.native_intake(activation)?;
         let now = self.now();
         self.write_intake(move |tx| {
-            if let Some(prior) = acceptance::prior_outcome(tx.conn(), &intake)? {
+            if let Some(prior) = acceptance::prior_outcome(tx, &intake)? {
                 return Ok(prior);
             }
             if let Some(task) =
@@ -176,10 +176,10 @@ impl TaskPlane {
         let (task_id, context_id) = (task_id.to_string(), context_id.map(str::to_string));
         let now = self.now();
         self.intake_job(move |tx| {
-            if let Some(prior) = acceptance::prior_outcome(tx.conn(), &intake)? {
+            if let Some(prior) = acceptance::prior_outcome(tx, &intake)? {
                 return Ok(prior);
             }
-            let task = tasks::owned(tx.conn(), &intake.principal, &task_id)?
+            let task = tasks::owned(tx, &intake.principal, &task_id)?
                 .ok_or_else(|| PlaneError::TaskNotFound(task_id.clone()))?;
             if let Some(context_id) = &context_id {
                 if *context_id != task.record.context_id {
@@ -254,7 +254,7 @@ impl TaskPlane {
         };
         let now = self.now();
         self.intake_job(move |tx| {
-            if let Some(prior) = acceptance::prior_outcome(tx.conn(), &intake)? {
+            if let Some(prior) = acceptance::prior_outcome(tx, &intake)? {
                 return Ok(prior);
             }
             let context_id = Self::authorized_context(tx, &intake, now)?;
@@ -290,7 +290,7 @@ impl TaskPlane {
         let context_id = context_id.to_string();
         let now = self.now();
         self.write_intake(move |tx| {
-            if let Some(prior) = acceptance::prior_outcome(tx.conn(), &intake)? {
+            if let Some(prior) = acceptance::prior_outcome(tx, &intake)? {
                 return Ok(prior);
             }
             if !acceptance::owns_context(tx.conn(), &intake.principal, &context_id)? {
@@ -333,7 +333,7 @@ impl TaskPlane {
         };
         let now = self.now();
         self.intake_job(move |tx| {
-            if let Some(prior) = acceptance::prior_outcome(tx.conn(), &intake)? {
+            if let Some(prior) = acceptance::prior_outcome(tx, &intake)? {
                 return Ok(prior);
             }
             let context_id = Self::authorized_context(tx, &intake, now)?;

@@ -66,7 +66,7 @@ pub use write::WriteJob;
 use crate::clock::{Clock, SystemClock};
 use crate::events::{Accepted, EventBus, TaskEvent};
 use crate::record::{Continuation, TaskRecord};
-use crate::store::{Connection, Faults, Store, StoreOptions, WriteTx};
+use crate::store::{Connection, Faults, Statements, Store, StoreOptions, WriteTx};
 
 /// Options for [`TaskPlane::open`].
 #[derive(Clone)]
@@ -202,7 +202,7 @@ impl TaskPlane {
         let events = self.events.clone();
         let work = move |tx: &WriteTx<'_, '_>| {
             let (result, mut published) = work(tx)?;
-            attach_settled(tx.conn(), &events, &mut published);
+            attach_settled(tx, &events, &mut published);
             Ok((result, published))
         };
         let bus = self.events.clone();
@@ -259,13 +259,13 @@ fn settled_slot<'a>(
 /// [`attach_settled`], which then has nothing left to read, but without reading the row
 /// back.
 fn settle_from_row(
-    conn: &Connection,
+    on: &impl Statements,
     events: &EventBus,
     update: &mut Published,
     after: crate::store::tasks::TaskRow,
 ) {
     if let Some((_, slot)) = settled_slot(events, update) {
-        *slot = query::read_full(conn, after, None, true).ok().map(Arc::new);
+        *slot = query::read_full(on, after, None, true).ok().map(Arc::new);
     }
 }
 
@@ -273,13 +273,13 @@ fn settle_from_row(
 /// leaves it. The writer's connection reads it from its warm page cache; a waiter's own
 /// read after the commit would start from an empty one. A failed read only leaves the
 /// waiter to read for itself.
-fn attach_settled(conn: &Connection, events: &EventBus, published: &mut [Published]) {
+fn attach_settled(on: &impl Statements, events: &EventBus, published: &mut [Published]) {
     for p in published {
         if let Some((task_id, slot)) = settled_slot(events, p) {
-            *slot = crate::store::tasks::by_id(conn, task_id)
+            *slot = crate::store::tasks::by_id(on, task_id)
                 .ok()
                 .flatten()
-                .and_then(|row| query::read_full(conn, row, None, true).ok())
+                .and_then(|row| query::read_full(on, row, None, true).ok())
                 .map(Arc::new);
         }
     }

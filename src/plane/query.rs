@@ -6,7 +6,7 @@ use super::{PlaneError, TaskPlane};
 use crate::record::{TaskRecord, TaskState};
 use crate::store::tasks::{self, PageQuery};
 pub use crate::store::tasks::{PageCursor, SummaryFilter, TaskSummary};
-use crate::store::Connection;
+use crate::store::Statements;
 
 /// What to list.
 #[derive(Debug, Clone, Default)]
@@ -96,7 +96,7 @@ impl TaskPlane {
 }
 
 pub(super) fn read_full(
-    conn: &Connection,
+    on: &impl Statements,
     row: tasks::TaskRow,
     history_length: Option<u32>,
     include_artifacts: bool,
@@ -104,10 +104,10 @@ pub(super) fn read_full(
     let mut record = row.record;
     record.history = match history_length {
         Some(0) => Vec::new(),
-        limit => tasks::history(conn, row.seq, limit)?,
+        limit => tasks::history(on, row.seq, limit)?,
     };
     if include_artifacts {
-        record.artifacts = tasks::artifacts(conn, row.seq)?;
+        record.artifacts = tasks::artifacts(on, row.seq)?;
     }
     Ok(record)
 }

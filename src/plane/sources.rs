@@ -68,7 +68,7 @@ impl TaskPlane {
         );
         let now = self.now();
         self.write(move |tx| {
-            let task = tasks::owned(tx.conn(), &principal, &task_id)?
+            let task = tasks::owned(tx, &principal, &task_id)?
                 .ok_or_else(|| PlaneError::TaskNotFound(task_id.clone()))?;
             if !task.record.awaits_caller() {
                 return Err(PlaneError::NotAwaitingInput {

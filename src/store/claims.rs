@@ -7,7 +7,7 @@ use std::sync::LazyLock;
 use rusqlite::{params, Connection, OptionalExtension};
 
 use super::tasks::{awaits_caller_sql, live_states_sql};
-use super::{sql_list, StoreError, WriteTx};
+use super::{sql_list, Statements, StoreError, WriteTx};
 use crate::record::{ClaimRoute, ClaimState, MessageRecord};
 
 /// The claim states `keep` selects, as an SQL list.
@@ -43,16 +43,15 @@ pub struct PriorClaim {
 
 /// The claim of (principal, dedupe key), if one was accepted.
 pub fn by_dedupe_key(
-    conn: &Connection,
+    on: &impl Statements,
     principal: &str,
     dedupe_key: &str,
 ) -> Result<Option<PriorClaim>, StoreError> {
-    let row = conn
-        .prepare_cached(
-            "SELECT activation_id, task_id, context_id, digest, requested_context_id, requested_task_id, direct_reply \
-             FROM claims WHERE principal = ?1 AND dedupe_key = ?2",
-        )?
-        .query_row(params![principal, dedupe_key], |r| {
+    let row = on.statement(
+        "SELECT activation_id, task_id, context_id, digest, requested_context_id, requested_task_id, direct_reply \
+         FROM claims WHERE principal = ?1 AND dedupe_key = ?2",
+        |s| {
+            s.query_row(params![principal, dedupe_key], |r| {
             Ok((
                 PriorClaim {
                     activation_id: r.get(0)?,
@@ -65,8 +64,10 @@ pub fn by_dedupe_key(
                 },
                 r.get::<_, Option<String>>(6)?,
             ))
-        })
-        .optional()?;
+            })
+            .optional()
+        },
+    )?;
     row.map(|(mut claim, direct_reply)| {
         claim.direct_reply = direct_reply
             .map(|m| serde_json::from_str::<MessageRecord>(&m))

@@ -175,6 +175,39 @@ impl<'c> WriteTx<'_, 'c> {
     }
 }
 
+/// Where a store function runs a statement: a reader's [`Connection`] (rusqlite's
+/// statement cache) or the writer's [`WriteTx`] (its kept statements, [`Prepared`]). A
+/// read that both readers and writer jobs make takes `&impl Statements`, so the writer's
+/// hot reads skip rusqlite's cache like its writes do.
+pub trait Statements {
+    fn statement<R>(
+        &self,
+        sql: &'static str,
+        f: impl FnOnce(&mut rusqlite::Statement<'_>) -> rusqlite::Result<R>,
+    ) -> Result<R, StoreError>;
+}
+
+impl Statements for Connection {
+    fn statement<R>(
+        &self,
+        sql: &'static str,
+        f: impl FnOnce(&mut rusqlite::Statement<'_>) -> rusqlite::Result<R>,
+    ) -> Result<R, StoreError> {
+        let mut statement = self.prepare_cached(sql)?;
+        Ok(f(&mut statement)?)
+    }
+}
+
+impl Statements for WriteTx<'_, '_> {
+    fn statement<R>(
+        &self,
+        sql: &'static str,
+        f: impl FnOnce(&mut rusqlite::Statement<'_>) -> rusqlite::Result<R>,
+    ) -> Result<R, StoreError> {
+        self.prepared.run(sql, f)
+    }
+}
+
 /// How a queued write's outcome reaches its caller: called once, on the writer thread,
 /// after the commit that made the result durable (or with the error that kept it from
 /// being so). It must not block: it hands the outcome on (a channel, a Promise).

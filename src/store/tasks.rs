@@ -8,7 +8,7 @@ use rusqlite::types::Value as SqlValue;
 use rusqlite::{params, Connection, OptionalExtension, Row};
 use serde_json::Value;
 
-use super::{sql_list, StoreError, WriteTx};
+use super::{sql_list, Statements, StoreError, WriteTx};
 use crate::record::{ArtifactRecord, Continuation, MessageRecord, TaskRecord, TaskState};
 
 /// A Task's row, without history or artifacts.
@@ -129,19 +129,19 @@ fn states_sql(keep: impl Fn(TaskState) -> bool) -> String {
 // ---- One Task ---------------------------------------------------------------------------
 
 /// The row of Task `task_id`, whoever owns it.
-pub fn by_id(conn: &Connection, task_id: &str) -> Result<Option<TaskRow>, StoreError> {
+pub fn by_id(on: &impl Statements, task_id: &str) -> Result<Option<TaskRow>, StoreError> {
     static SQL: LazyLock<String> =
         LazyLock::new(|| format!("SELECT {TASK_COLUMNS} FROM tasks WHERE task_id = ?1"));
-    conn.prepare_cached(&SQL)?
-        .query_row([task_id], task_from_row)
-        .optional()?
-        .transpose()
+    on.statement(SQL.as_str(), |s| {
+        s.query_row([task_id], task_from_row).optional()
+    })?
+    .transpose()
 }
 
 /// The row of Task `task_id` if `principal` owns it. A foreign Task is `None`, exactly
 /// like a missing one.
 pub fn owned(
-    conn: &Connection,
+    on: &impl Statements,
     principal: &str,
     task_id: &str,
 ) -> Result<Option<TaskRow>, StoreError> {
@@ -150,10 +150,10 @@ pub fn owned(
     static SQL: LazyLock<String> = LazyLock::new(|| {
         format!("SELECT {TASK_COLUMNS} FROM tasks WHERE task_id = ?1 AND principal = ?2")
     });
-    conn.prepare_cached(&SQL)?
-        .query_row([task_id, principal], task_from_row)
-        .optional()?
-        .transpose()
+    on.statement(SQL.as_str(), |s| {
+        s.query_row([task_id, principal], task_from_row).optional()
+    })?
+    .transpose()
 }
 
 /// A Task to create.
@@ -210,30 +210,38 @@ pub fn insert_first_message(
 
 /// The newest `limit` messages of a Task (all when `None`), oldest first.
 pub fn history(
-    conn: &Connection,
+    on: &impl Statements,
     task_seq: i64,
     limit: Option<u32>,
 ) -> Result<Vec<MessageRecord>, StoreError> {
     let limit = limit.map(i64::from).unwrap_or(-1);
-    let mut stmt = conn
-        .prepare_cached("SELECT body FROM history WHERE task_seq = ?1 ORDER BY n DESC LIMIT ?2")?;
-    let mut out = stmt
-        .query_map(params![task_seq, limit], |r| r.get::<_, String>(0))?
-        .map(|body| Ok(serde_json::from_str::<MessageRecord>(&body?)?))
-        .collect::<Result<Vec<_>, StoreError>>()?;
-    out.reverse();
-    Ok(out)
+    let bodies = on.statement(
+        "SELECT body FROM history WHERE task_seq = ?1 ORDER BY n DESC LIMIT ?2",
+        |s| {
+            s.query_map(params![task_seq, limit], |r| r.get::<_, String>(0))?
+                .collect::<rusqlite::Result<Vec<_>>>()
+        },
+    )?;
+    bodies
+        .iter()
+        .rev()
+        .map(|body| Ok(serde_json::from_str::<MessageRecord>(body)?))
+        .collect()
 }
 
 /// A Task's artifacts, in the order they were recorded.
-pub fn artifacts(conn: &Connection, task_seq: i64) -> Result<Vec<ArtifactRecord>, StoreError> {
-    let mut stmt =
-        conn.prepare_cached("SELECT body FROM artifacts WHERE task_seq = ?1 ORDER BY n")?;
-    let out = stmt
-        .query_map([task_seq], |r| r.get::<_, String>(0))?
-        .map(|body| Ok(serde_json::from_str::<ArtifactRecord>(&body?)?))
-        .collect::<Result<Vec<_>, StoreError>>()?;
-    Ok(out)
+pub fn artifacts(on: &impl Statements, task_seq: i64) -> Result<Vec<ArtifactRecord>, StoreError> {
+    let bodies = on.statement(
+        "SELECT body FROM artifacts WHERE task_seq = ?1 ORDER BY n",
+        |s| {
+            s.query_map([task_seq], |r| r.get::<_, String>(0))?
+                .collect::<rusqlite::Result<Vec<_>>>()
+        },
+    )?;
+    bodies
+        .iter()
+        .map(|body| Ok(serde_json::from_str::<ArtifactRecord>(body)?))
+        .collect()
 }
 
 pub fn append_history(
