@@ -397,6 +397,9 @@ test("A2A documents from JS are read as JSON.stringify reads them, and what it c
     // A value with no JSON text, or artifacts that are not a list, is refused by name.
     assert.throws(() => plane.acceptInContext("alice", undefined as unknown as object), /expected a JSON value/);
     assert.throws(() => agent.complete(taskId, { name: "x" } as unknown as []), /`artifacts` must be an array/);
+    // A document that is not the A2A type is refused naming the member at fault.
+    assert.throws(() => agent.complete(taskId, [{ parts: [{ text: 5 }] }] as unknown as []), /\[0\]\.parts\[0\]\.text/);
+    assert.throws(() => agent.recordArtifact(taskId, { parts: [] }), /parts/);
     const again = await plane.acceptInContext("alice", message("m-json-2", "again"));
     assert.notEqual(again.taskId, taskId);
   } finally {

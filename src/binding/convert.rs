@@ -195,16 +195,16 @@ pub(super) fn activation(input: ActivationInput) -> Result<plane::Activation> {
     })
 }
 
-/// An agent-side message; a missing `messageId` is minted and a missing `role` is
-/// `ROLE_AGENT` (the plane refuses any other role).
-pub(super) fn agent_message(mut value: Value) -> Result<MessageRecord> {
-    if let Value::Object(map) = &mut value {
-        map.entry("messageId")
-            .or_insert_with(|| Value::String(crate::ids::mint()));
-        map.entry("role")
-            .or_insert_with(|| Value::String("ROLE_AGENT".into()));
+/// An agent-side message; a missing (or empty) `messageId` is minted and a missing `role`
+/// is `ROLE_AGENT` (the plane refuses any other role).
+pub(super) fn agent_message(mut message: wire::Message) -> Result<MessageRecord> {
+    if message.message_id.is_empty() {
+        message.message_id = crate::ids::mint();
     }
-    let message: wire::Message = wire::json::decode_value("Message", value).map_err(invalid_arg)?;
+    if message.role == wire::Role::Unspecified as i32 {
+        message.role = wire::Role::Agent as i32;
+    }
+    validated("Message", &message)?;
     let (record, _, _) = wire::convert::message_from_wire(message).map_err(|e| {
         invalid_arg(format!(
             "invalid Message: field `{}`: {}",
@@ -214,20 +214,25 @@ pub(super) fn agent_message(mut value: Value) -> Result<MessageRecord> {
     Ok(record)
 }
 
-/// An agent-side artifact; a missing `artifactId` is minted.
-pub(super) fn agent_artifact(mut value: Value) -> Result<ArtifactRecord> {
-    if let Value::Object(map) = &mut value {
-        map.entry("artifactId")
-            .or_insert_with(|| Value::String(crate::ids::mint()));
+/// An agent-side artifact; a missing (or empty) `artifactId` is minted.
+pub(super) fn agent_artifact(mut artifact: wire::Artifact) -> Result<ArtifactRecord> {
+    if artifact.artifact_id.is_empty() {
+        artifact.artifact_id = crate::ids::mint();
     }
-    let artifact: wire::Artifact =
-        wire::json::decode_value("Artifact", value).map_err(invalid_arg)?;
+    validated("Artifact", &artifact)?;
     wire::convert::artifact_from_wire(artifact).map_err(|e| {
         invalid_arg(format!(
             "invalid Artifact: field `{}`: {}",
             e.field, e.message
         ))
     })
+}
+
+/// The REQUIRED checks of a decoded document, refused as the decoder would refuse them.
+fn validated(what: &'static str, document: &impl wire::validate::Validate) -> Result<()> {
+    document
+        .validate("")
+        .map_err(|error| invalid_arg(wire::json::WireError { what, error }))
 }
 
 /// A Task that was accepted and waits for the agent.

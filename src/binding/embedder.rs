@@ -8,7 +8,6 @@ use std::sync::Arc;
 use napi::bindgen_prelude::{AsyncTask, Object};
 use napi::Env;
 use napi_derive::napi;
-use serde_json::Value;
 
 use super::convert::{agent_artifact, agent_message};
 use super::inbox::Inbox;
@@ -139,7 +138,7 @@ impl EmbedderAgent {
         task_id: String,
         artifact: JsonArg,
     ) -> Result<Object<'env>> {
-        let artifact = agent_artifact(artifact.0)?;
+        let artifact = agent_artifact(artifact.decode("Artifact")?)?;
         queued_write(
             env,
             &self.settler,
@@ -160,14 +159,20 @@ impl EmbedderAgent {
         artifacts: JsonArg,
         message: Option<JsonArg>,
     ) -> Result<Object<'env>> {
-        let Value::Array(artifacts) = artifacts.0 else {
-            return Err(invalid_arg("`artifacts` must be an array of A2A Artifacts"));
-        };
         let artifacts = artifacts
+            .decode::<Vec<wire::Artifact>>("Artifact list")
+            .map_err(|e| {
+                invalid_arg(format!(
+                    "`artifacts` must be an array of A2A Artifacts: {}",
+                    e.reason
+                ))
+            })?
             .into_iter()
             .map(agent_artifact)
             .collect::<Result<Vec<_>>>()?;
-        let message = message.map(|m| agent_message(m.0)).transpose()?;
+        let message = message
+            .map(|m| agent_message(m.decode("Message")?))
+            .transpose()?;
         queued_write(
             env,
             &self.settler,
@@ -192,7 +197,7 @@ impl EmbedderAgent {
             UnsuccessfulOutcome::Rejected => record::TaskState::Rejected,
             UnsuccessfulOutcome::Failed => record::TaskState::Failed,
         };
-        let message = agent_message(message.0)?;
+        let message = agent_message(message.decode("Message")?)?;
         queued_write(
             env,
             &self.settler,
@@ -218,7 +223,7 @@ impl EmbedderAgent {
             InterruptKind::InputRequired => plane::InterruptKind::InputRequired,
             InterruptKind::AuthRequired => plane::InterruptKind::AuthRequired,
         };
-        let message = agent_message(message.0)?;
+        let message = agent_message(message.decode("Message")?)?;
         queued_write(
             env,
             &self.settler,

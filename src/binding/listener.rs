@@ -67,9 +67,13 @@ impl Executor for JsExecutor {
                 .map_err(|e| format!("the executor's Promise rejected: {}", e.reason))?;
             match reply {
                 None | Some(Value::Null) => Ok(None),
-                Some(reply) => agent_message(reply).map(Some).map_err(|e| {
-                    format!("the executor's reply is not an A2A Message: {}", e.reason)
-                }),
+                Some(reply) => crate::wire::json::decode_value_unchecked("Message", reply)
+                    .map_err(invalid_arg)
+                    .and_then(agent_message)
+                    .map(Some)
+                    .map_err(|e| {
+                        format!("the executor's reply is not an A2A Message: {}", e.reason)
+                    }),
             }
         })
     }

@@ -269,15 +269,30 @@ impl ToNapiValue for Json {
 /// artifact and message that way). What JSON.stringify does is what the caller gets:
 /// `toJSON` is honoured, `undefined` members are left out, and a value it cannot encode
 /// (a cycle, a BigInt) throws its own TypeError.
-pub struct JsonArg(pub Value);
+///
+/// The text is decoded straight into the type the call needs ([`JsonArg::decode`]), with
+/// no `serde_json::Value` tree built on the way when the call needs none.
+pub struct JsonArg(String);
+
+impl JsonArg {
+    /// The document as a JSON tree.
+    pub fn value(&self) -> Result<Value> {
+        serde_json::from_str(&self.0).map_err(|e| invalid_arg(format!("not JSON: {e}")))
+    }
+
+    /// The document decoded as an A2A `what` (without its REQUIRED checks, which the
+    /// caller makes once it has filled in what it mints): a refused one names its field.
+    pub fn decode<T: serde::de::DeserializeOwned>(&self, what: &'static str) -> Result<T> {
+        crate::wire::json::decode_unchecked(what, self.0.as_bytes()).map_err(invalid_arg)
+    }
+}
 
 impl napi::bindgen_prelude::FromNapiValue for JsonArg {
     unsafe fn from_napi_value(env: sys::napi_env, value: sys::napi_value) -> napi::Result<Self> {
         // SAFETY: napi calls this on the JS thread with a live env and value; every handle
         // below is created in the current handle scope and used only within this call.
-        let text = unsafe { json_stringify(env, value) }?;
-        match text.and_then(|text| serde_json::from_str(&text).ok()) {
-            Some(parsed) => Ok(JsonArg(parsed)),
+        match unsafe { json_stringify(env, value) }? {
+            Some(text) => Ok(JsonArg(text)),
             None => Err(js_error(
                 env,
                 invalid_arg("expected a JSON value (an object, array, string, number or boolean)"),

@@ -155,7 +155,7 @@ impl TaskPlane {
         task_id: String,
         message: JsonArg,
     ) -> Result<AsyncTask<PlaneCall<Acceptance>>> {
-        let (record, context_id, _) = inbound_message(message.0)?;
+        let (record, context_id, _) = inbound_message(message.value()?)?;
         let plane = self.plane.clone();
         Ok(PlaneCall::new(move || {
             plane
@@ -185,7 +185,7 @@ impl TaskPlane {
         principal: String,
         message: JsonArg,
     ) -> Result<PromiseRaw<'env, Settled<Acceptance>>> {
-        let (record, context_id, task_id) = inbound_message(message.0)?;
+        let (record, context_id, task_id) = inbound_message(message.value()?)?;
         let inbound = plane::Inbound {
             principal,
             context_id,
@@ -219,7 +219,7 @@ impl TaskPlane {
         context_id: String,
         message: JsonArg,
     ) -> Result<AsyncTask<PlaneCall<Acceptance>>> {
-        let (record, _, _) = inbound_message(message.0)?;
+        let (record, _, _) = inbound_message(message.value()?)?;
         let plane = self.plane.clone();
         Ok(PlaneCall::new(move || {
             plane
@@ -241,9 +241,9 @@ impl TaskPlane {
         message: JsonArg,
         reply: JsonArg,
     ) -> Result<AsyncTask<PlaneCall<Acceptance>>> {
-        let (record, context_id, _) = inbound_message(message.0)?;
+        let (record, context_id, _) = inbound_message(message.value()?)?;
         let reply: wire::Message =
-            wire::json::decode_value("Message", reply.0).map_err(invalid_arg)?;
+            wire::json::decode_value("Message", reply.value()?).map_err(invalid_arg)?;
         let (reply, _, _) = wire::convert::message_from_wire(reply).map_err(|e| {
             invalid_arg(format!("invalid reply: field `{}`: {}", e.field, e.message))
         })?;

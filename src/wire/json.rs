@@ -103,12 +103,19 @@ pub fn decode_value<T: DeserializeOwned + Validate>(
     what: &'static str,
     value: serde_json::Value,
 ) -> Result<T, WireError> {
-    let decoded: T =
-        serde_path_to_error::deserialize(value).map_err(|err| path_error(what, err))?;
+    let decoded: T = decode_value_unchecked(what, value)?;
     decoded
         .validate("")
         .map_err(|error| WireError { what, error })?;
     Ok(decoded)
+}
+
+/// [`decode_value`] without the REQUIRED checks.
+pub fn decode_value_unchecked<T: DeserializeOwned>(
+    what: &'static str,
+    value: serde_json::Value,
+) -> Result<T, WireError> {
+    serde_path_to_error::deserialize(value).map_err(|err| path_error(what, err))
 }
 
 fn path_error(what: &'static str, err: serde_path_to_error::Error<serde_json::Error>) -> WireError {
