@@ -254,7 +254,13 @@ unsafe extern "C" fn x_open(
         return rc;
     }
     if flags & ffi::SQLITE_OPEN_WAL != 0 {
-        (*shim).appends = Box::into_raw(Box::default());
+        // All of it at once, kept until close: a buffer grown by doubling past malloc's
+        // mmap threshold would free mmapped blocks, and glibc answers that by raising the
+        // threshold and trimming less (a few MB more resident for the whole process).
+        (*shim).appends = Box::into_raw(Box::new(Appends {
+            at: 0,
+            bytes: Vec::with_capacity(HOLD_AT_MOST),
+        }));
     }
     (*shim).base.pMethods = &METHODS;
     ffi::SQLITE_OK
