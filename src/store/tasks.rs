@@ -28,24 +28,29 @@ const TASK_COLUMNS: &str =
      status_ms, created_ms, input_request_seq, input_request_open, extensions, input_schema";
 
 fn task_from_row(row: &Row<'_>) -> rusqlite::Result<Result<TaskRow, StoreError>> {
-    let continuation: String = row.get(5)?;
-    let state: String = row.get(6)?;
-    let status_message: Option<String> = row.get(7)?;
-    let extensions: String = row.get(12)?;
-    let input_schema: Option<String> = row.get(13)?;
+    // Columns that are only parsed are borrowed from the row, not copied out first.
+    let text = |i: usize| -> rusqlite::Result<&str> { Ok(row.get_ref(i)?.as_str()?) };
+    let optional_text = |i: usize| -> rusqlite::Result<Option<&str>> {
+        Ok(row.get_ref(i)?.as_str_or_null()?)
+    };
+    let continuation = text(5)?;
+    let state = text(6)?;
+    let status_message = optional_text(7)?;
+    let extensions = text(12)?;
+    let input_schema = optional_text(13)?;
     let task_id: String = row.get(1)?;
     let decoded = (|| {
-        let continuation = Continuation::parse(&continuation).ok_or_else(|| {
+        let continuation = Continuation::parse(continuation).ok_or_else(|| {
             StoreError::Corrupt(format!(
                 "task {task_id}: unknown continuation `{continuation}`"
             ))
         })?;
-        let state = parse_state(&task_id, &state)?;
+        let state = parse_state(&task_id, state)?;
         let status_message = status_message
-            .map(|m| serde_json::from_str::<MessageRecord>(&m))
+            .map(serde_json::from_str::<MessageRecord>)
             .transpose()?;
-        let extensions: Vec<String> = serde_json::from_str(&extensions)?;
-        let input_schema = input_schema.map(|s| serde_json::from_str(&s)).transpose()?;
+        let extensions: Vec<String> = serde_json::from_str(extensions)?;
+        let input_schema = input_schema.map(serde_json::from_str).transpose()?;
         Ok::<_, StoreError>((
             continuation,
             state,
