@@ -30,9 +30,8 @@ const TASK_COLUMNS: &str =
 fn task_from_row(row: &Row<'_>) -> rusqlite::Result<Result<TaskRow, StoreError>> {
     // Columns that are only parsed are borrowed from the row, not copied out first.
     let text = |i: usize| -> rusqlite::Result<&str> { Ok(row.get_ref(i)?.as_str()?) };
-    let optional_text = |i: usize| -> rusqlite::Result<Option<&str>> {
-        Ok(row.get_ref(i)?.as_str_or_null()?)
-    };
+    let optional_text =
+        |i: usize| -> rusqlite::Result<Option<&str>> { Ok(row.get_ref(i)?.as_str_or_null()?) };
     let continuation = text(5)?;
     let state = text(6)?;
     let status_message = optional_text(7)?;
