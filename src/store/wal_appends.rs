@@ -5,8 +5,8 @@
 //! ~6% of the core in the kernel's per-call work alone. The writer's connection opens its
 //! files through [`VFS_NAME`], a VFS around the platform's default one: for a WAL file it
 //! gathers contiguous appends in memory ([`Appends`]) and hands them to the real file in
-//! one write (of at most 128 KiB, the unix VFS's limit: ~2 for that batch) before SQLite syncs, reads, truncates, sizes or closes that file, or writes
-//! anywhere else in it. Every other file, and every other call, goes straight through.
+//! writes of at most 128 KiB (the unix VFS's limit: ~2 for that batch) before SQLite syncs,
+//! reads, truncates, sizes or closes that file, or writes anywhere else in it. Every other file, and every other call, goes straight through.
 //!
 //! Why nothing acknowledged can be lost or read torn: a WAL frame becomes visible to any
 //! other connection only when the writer publishes the WAL index after the commit's frames
