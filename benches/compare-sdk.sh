@@ -17,12 +17,13 @@
 # servers measured in the same run moves less.
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-. "$repo/tools/setup.sh"
-cd "$repo"
+# The arguments are checked before setup.sh builds anything.
 seconds="${1:-10}"
 stored="${2:-10000}"
 [[ "$seconds" =~ ^[1-9][0-9]*$ ]] || { echo "compare-sdk: seconds per case must be a positive whole number, not '$seconds'" >&2; exit 2; }
 [[ "$stored" =~ ^[0-9]+$ ]] || { echo "compare-sdk: Tasks stored must be a whole number, not '$stored'" >&2; exit 2; }
+. "$repo/tools/setup.sh"
+cd "$repo"
 
 if [ "$(nproc)" -ge 2 ] && command -v taskset >/dev/null; then
   server_cpu=(taskset -c 1)
@@ -78,10 +79,7 @@ else
 fi
 for key in send stream get list intake; do
   ours="$(awk -v k="$key" '$1 == "RESULT" && $2 == k' "$work/ours.out")"
-  sdk=""
-  if [ "$with_sdk" = 1 ]; then sdk="$(awk -v k="$key" '$1 == "RESULT" && $2 == k' "$work/sdk.out")"; fi
   [ -n "$ours" ] || continue
-  [ "$with_sdk" = 0 ] || [ -n "$sdk" ] || continue
   label="$(case "$key" in
     send) echo 'POST /message:send, blocking until COMPLETED' ;;
     intake) echo 'POST /message:send, returnImmediately' ;;
@@ -90,6 +88,8 @@ for key in send stream get list intake; do
     list) echo 'GET /tasks?pageSize=50' ;;
   esac)"
   if [ "$with_sdk" = 1 ]; then
+    sdk="$(awk -v k="$key" '$1 == "RESULT" && $2 == k' "$work/sdk.out")"
+    [ -n "$sdk" ] || continue
     echo "$sdk" "$ours" | awk -v label="$label" '{
       printf "| %s | %s req/s, p99 %s ms, %s MB | %s req/s, p99 %s ms, %s MB | **%.2f×** |\n",
         label, $3, $5, $6, $9, $11, $12, $9 / $3 }'
