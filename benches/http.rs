@@ -3,7 +3,8 @@
 //! `cargo bench --bench http` starts our listener in-process with an agent that settles
 //! each Task at once, then measures `message:send` (blocking), `GET /tasks/{id}`,
 //! `message:stream` and `GET /tasks` with 10,000 Tasks stored: requests/s, p50, p99, and
-//! with `--pid` the server process's peak RSS per case.
+//! with `--pid` the server process's peak RSS per case and its CPU per request, thread by
+//! thread (the thread's name, as `/proc/<pid>/task/*/comm` gives it).
 //!
 //! `cargo bench --bench http -- --url <interface url> [--token T]` measures any A2A
 //! HTTP+JSON server the same way (e.g. the official SDK's, see `benches/sdk-server.ts`).
@@ -250,6 +251,64 @@ fn reset_peak_rss(pid: u32) {
     let _ = std::fs::write(format!("/proc/{pid}/clear_refs"), "5");
 }
 
+/// CPU time (user + system, in clock ticks) of each of `pid`'s threads so far, summed by
+/// thread name. A thread that ends between two readings takes its time with it.
+fn thread_cpu(pid: u32) -> std::collections::BTreeMap<String, u64> {
+    let mut by_name = std::collections::BTreeMap::new();
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return by_name;
+    };
+    for task in tasks.flatten() {
+        let dir = task.path();
+        let (Ok(comm), Ok(stat)) = (
+            std::fs::read_to_string(dir.join("comm")),
+            std::fs::read_to_string(dir.join("stat")),
+        ) else {
+            continue;
+        };
+        // After the `(comm)` field: state is field 3, utime 14 and stime 15 (proc(5)).
+        let Some((_, rest)) = stat.rsplit_once(") ") else {
+            continue;
+        };
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        let ticks = |i: usize| {
+            fields
+                .get(i)
+                .and_then(|f| f.parse::<u64>().ok())
+                .unwrap_or(0)
+        };
+        *by_name.entry(comm.trim().to_string()).or_default() += ticks(11) + ticks(12);
+    }
+    by_name
+}
+
+/// The server's CPU per request over a case, thread by thread: what each thread spent
+/// between `before` and now, divided by `requests`.
+fn cpu_per_request(pid: u32, before: &std::collections::BTreeMap<String, u64>, requests: usize) {
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    let micros = |ticks: u64| ticks as f64 / hz * 1e6 / requests.max(1) as f64;
+    let mut threads: Vec<(String, f64)> = thread_cpu(pid)
+        .into_iter()
+        .map(|(name, now)| {
+            let spent = now.saturating_sub(before.get(&name).copied().unwrap_or(0));
+            (name, micros(spent))
+        })
+        .filter(|(_, us)| *us >= 0.5)
+        .collect();
+    threads.sort_by(|a, b| b.1.total_cmp(&a.1));
+    let total: f64 = threads.iter().map(|(_, us)| us).sum();
+    let each: Vec<String> = threads
+        .iter()
+        .map(|(name, us)| format!("{name} {us:.1}"))
+        .collect();
+    println!(
+        "{:<44} server CPU {total:.0} µs per request: {} (µs, by thread name)",
+        "",
+        each.join(", ")
+    );
+}
+
 fn task_ids(bodies: &[Vec<u8>]) -> Vec<String> {
     bodies
         .iter()
@@ -391,7 +450,10 @@ fn main() {
         "A2A HTTP+JSON load on {} ({} s per case, {conns} keep-alive connections)",
         t.addr, seconds
     );
-    let case = |label: &'static str, key: &'static str, result| {
+    // Each thread's CPU when the current case began (after the fill, then after each case).
+    let cpu_before = std::cell::RefCell::new(std::collections::BTreeMap::new());
+    let case = |label: &'static str, key: &'static str, result: (f64, Vec<Duration>, _)| {
+        let requests = result.1.len();
         let (rate, p50, p99) = report(label, result);
         let rss = server_pid.map(peak_rss_mb);
         // One machine-readable line per case, for benches/compare-sdk.sh.
@@ -400,7 +462,9 @@ fn main() {
             rss.map_or("-".to_string(), |r| format!("{r:.0}"))
         );
         if let Some(pid) = server_pid {
+            cpu_per_request(pid, &cpu_before.borrow(), requests);
             reset_peak_rss(pid);
+            *cpu_before.borrow_mut() = thread_cpu(pid);
         }
     };
     if let Some(pid) = server_pid {
@@ -412,6 +476,7 @@ fn main() {
         drain(&t).await;
         if let Some(pid) = server_pid {
             reset_peak_rss(pid);
+            *cpu_before.borrow_mut() = thread_cpu(pid);
         }
         let sends = load(
             t.clone(),
