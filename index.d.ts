@@ -119,6 +119,11 @@ export declare class AgentBridge {
  * authority, so it is never the resident's way to act: a Pi session works its Task through
  * `AgentBridge`, whose tools refuse any Task but the active turn's. Obtain it with
  * `TaskPlane.embedderAgent()`.
+ *
+ * Its writes are applied in the order they are called, also when the store's write queue
+ * is full: an agent may call `startWork` and then `complete` without awaiting the first
+ * (then await both), and the Task goes WORKING, then COMPLETED, often in one commit. Each
+ * Promise still settles only once its write is durable.
  */
 export declare class EmbedderAgent {
   /**

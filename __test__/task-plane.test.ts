@@ -375,6 +375,38 @@ test("nextAccepted gives each acceptance to one call, in order, keeps unclaimed 
   }
 });
 
+test("an embedder agent's writes apply in call order, also past a full write queue", async () => {
+  const root = tempRoot();
+  const plane = await TaskPlane.open(root);
+  const agent = plane.embedderAgent();
+  try {
+    const tasks = 4_000;
+    const accepted = await Promise.all(
+      Array.from({ length: tasks }, (_, i) => plane.acceptInContext("alice", message(`m-order-${i}`, "work"))),
+    );
+    // Three writes per Task, none awaited before the next is made: 12,000 writes in one go,
+    // more than the writer's queue holds (4,096), so some wait for room. Any of them
+    // applied out of order fails: an artifact or WORKING after COMPLETED is refused.
+    const writes: Promise<unknown>[] = [];
+    for (const { taskId } of accepted) {
+      writes.push(agent.startWork(taskId!));
+      writes.push(agent.recordArtifact(taskId!, { artifactId: `a-${taskId}`, parts: [{ text: "part" }] }));
+      writes.push(agent.complete(taskId!, [], { messageId: `r-${taskId}`, role: "ROLE_AGENT", parts: [{ text: "done" }] }));
+    }
+    const outcomes = await Promise.allSettled(writes);
+    const refused = outcomes.filter((o) => o.status === "rejected") as PromiseRejectedResult[];
+    assert.deepEqual(refused.map((o) => String(o.reason)).slice(0, 3), [], "every write applied, in order");
+    for (const { taskId } of [accepted[0], accepted[tasks - 1]]) {
+      const task = (await agent.readTask(taskId!)) as any;
+      assert.equal(task.status.state, "TASK_STATE_COMPLETED");
+      assert.deepEqual(task.artifacts.map((a: any) => a.artifactId), [`a-${taskId}`]);
+    }
+  } finally {
+    plane.close();
+    rmSync(root, { recursive: true, force: true });
+  }
+});
+
 test("A2A documents from JS are read as JSON.stringify reads them, and what it cannot encode is an error, not a crash", async () => {
   const root = tempRoot();
   const plane = await TaskPlane.open(root);

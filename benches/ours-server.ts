@@ -1,8 +1,8 @@
 // Our side of `benches/compare-sdk.sh`: the task plane as a Node process on the public addon
 // API, the way an embedder runs it: a store in a fresh temporary folder (every acceptance
 // and state change fsynced), the A2A listener on 127.0.0.1, and an agent that settles each
-// Task at once (startWork, then complete with one text artifact), the same work the SDK
-// servers' executors do. Not part of the product.
+// Task at once (startWork, then complete with one text artifact, issued back to back), the
+// same work the SDK servers' executors do. Not part of the product.
 // Run: node benches/ours-server.ts   → prints "LISTENING <interface url> <token>"
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -26,8 +26,18 @@ const MAX_IN_FLIGHT = 256;
 let slot: (() => void) | undefined;
 async function settle(taskId: string): Promise<void> {
   try {
-    await embedder.startWork(taskId);
-    await embedder.complete(taskId, [{ name: "answer", parts: [{ text: "done" }] }], { parts: [{ text: "ok" }] });
+    // Issued back to back, as the SDK's executor publishes its events without waiting: the
+    // agent's writes apply in call order (WORKING, then COMPLETED), often in one commit, and
+    // each Promise settles once its write is durable. (Two awaits rather than Promise.all:
+    // its extra Promises per Task grew V8's young generation, +7 MB peak RSS in the stream
+    // case.)
+    const started = embedder.startWork(taskId);
+    const completed = embedder.complete(taskId, [{ name: "answer", parts: [{ text: "done" }] }], { parts: [{ text: "ok" }] });
+    try {
+      await started;
+    } finally {
+      await completed;
+    }
   } catch (err) {
     console.error(`agent: ${taskId}: ${(err as Error).message}`);
   } finally {

@@ -244,6 +244,83 @@ fn a_failed_job_does_not_undo_the_jobs_that_share_its_commit() {
     assert_eq!(count(&db, "SELECT COUNT(*) FROM history"), 63);
 }
 
+/// One caller's writes through `InOrder` are applied in the order it made them, also when
+/// the write queue is full: the first write that finds no room is sent from a thread of
+/// its own, and the writes made after it wait behind it instead of taking the room that
+/// frees first. (An agent issues `startWork` then `complete` without awaiting the first.)
+#[test]
+fn one_callers_writes_apply_in_call_order_when_the_write_queue_is_full() {
+    use a2a_task_plane::store::{InOrder, Reply, Store, WriteTx};
+    use std::sync::mpsc;
+    use std::sync::Mutex;
+
+    let tmp = TempRoot::new("in-order");
+    let plane = open(&tmp.store());
+    let store: Store = plane.store().clone();
+    let noop = |_: &WriteTx<'_, '_>| Ok::<(), StoreError>(());
+    let ignore = || -> Reply<(), StoreError> { Box::new(|_| {}) };
+
+    // The writer is held inside a job until released, so the queue behind it only fills.
+    let (running, is_running) = mpsc::channel::<()>();
+    let (release, released) = mpsc::channel::<()>();
+    let released = Mutex::new(released);
+    let mut hold = Some((running, released));
+    let _ = store.submit(
+        move |_: &WriteTx<'_, '_>| {
+            if let Some((running, released)) = hold.take() {
+                running.send(()).unwrap();
+                let _ = released.lock().unwrap().recv();
+            }
+            Ok::<(), StoreError>(())
+        },
+        None,
+        ignore(),
+    );
+    is_running.recv().unwrap();
+    // Fill the queue: the first write that comes back Blocked shows it is full (it is
+    // sent later, so nothing is lost).
+    let overflow = loop {
+        if let Some(blocked) = store.submit(noop, None, ignore()) {
+            break blocked;
+        }
+    };
+
+    // Three writes of one caller, each recording its name when the writer runs it, and
+    // each answering once committed.
+    let applied = Arc::new(Mutex::new(Vec::<&'static str>::new()));
+    let (answered, answers) = mpsc::channel::<(&'static str, Result<(), StoreError>)>();
+    let order = Arc::new(InOrder::default());
+    for name in ["startWork", "artifact", "complete"] {
+        let (store, applied, answered) = (store.clone(), applied.clone(), answered.clone());
+        order.submit(move || {
+            store.submit(
+                move |_: &WriteTx<'_, '_>| {
+                    applied.lock().unwrap().push(name);
+                    Ok::<(), StoreError>(())
+                },
+                None,
+                Box::new(move |result| answered.send((name, result)).unwrap()),
+            )
+        });
+    }
+    // None of them found room, and none is applied yet.
+    assert!(applied.lock().unwrap().is_empty());
+
+    // Room frees one job at a time from here on; the overflow write goes in too.
+    release.send(()).unwrap();
+    std::thread::spawn(move || overflow.send());
+    for _ in 0..3 {
+        let (name, result) = answers.recv_timeout(Duration::from_secs(30)).unwrap();
+        assert!(result.is_ok(), "{name} failed: {result:?}");
+    }
+    assert_eq!(
+        *applied.lock().unwrap(),
+        ["startWork", "artifact", "complete"],
+        "applied in the order the caller made them"
+    );
+    plane.close();
+}
+
 /// The kept Task counts are summed in memory and written once per commit: a job that
 /// fails after counting its Task (here at its history step, after the Task row) leaves
 /// nothing counted, and the jobs that shared its commit are each counted once.

@@ -41,6 +41,11 @@ js_enum! {
 /// authority, so it is never the resident's way to act: a Pi session works its Task through
 /// `AgentBridge`, whose tools refuse any Task but the active turn's. Obtain it with
 /// `TaskPlane.embedderAgent()`.
+///
+/// Its writes are applied in the order they are called, also when the store's write queue
+/// is full: an agent may call `startWork` and then `complete` without awaiting the first
+/// (then await both), and the Task goes WORKING, then COMPLETED, often in one commit. Each
+/// Promise still settles only once its write is durable.
 #[napi]
 pub struct EmbedderAgent {
     plane: plane::TaskPlane,
@@ -50,6 +55,8 @@ pub struct EmbedderAgent {
     watch: u64,
     /// Settles this agent's write Promises, a batch at a time.
     settler: Arc<super::settle::Settler>,
+    /// Keeps this agent's writes in call order when the writer's queue is full.
+    order: Arc<crate::store::InOrder>,
 }
 
 #[napi]
@@ -71,6 +78,7 @@ impl TaskPlane {
             inbox,
             watch,
             settler,
+            order: Arc::default(),
         })
     }
 }
@@ -122,6 +130,7 @@ impl EmbedderAgent {
         queued_write(
             env,
             &self.settler,
+            &self.order,
             self.plane.start_work_job(&task_id),
             |_| Ok(()),
         )
@@ -142,6 +151,7 @@ impl EmbedderAgent {
         queued_write(
             env,
             &self.settler,
+            &self.order,
             self.plane.record_artifact_job(&task_id, artifact),
             Ok,
         )
@@ -176,6 +186,7 @@ impl EmbedderAgent {
         queued_write(
             env,
             &self.settler,
+            &self.order,
             self.plane.complete_job(&task_id, artifacts, message),
             Ok,
         )
@@ -201,6 +212,7 @@ impl EmbedderAgent {
         queued_write(
             env,
             &self.settler,
+            &self.order,
             self.plane
                 .finish_unsuccessfully_job(&task_id, state, message),
             Ok,
@@ -227,6 +239,7 @@ impl EmbedderAgent {
         queued_write(
             env,
             &self.settler,
+            &self.order,
             self.plane.require_input_job(&task_id, kind, message, None),
             Ok,
         )

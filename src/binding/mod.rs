@@ -114,11 +114,13 @@ fn spawn<'env, T: ToNapiValue + Send + 'static>(
 /// A plane write queued from the JS thread; its Promise is settled right after the commit,
 /// with the rest of its batch, by one wake of the JS thread ([`settle`]): JS → writer → JS,
 /// neither a libuv pool thread nor a runtime worker in between. `convert` runs on the
-/// writer thread, so it must be cheap; a panic in it rejects the Promise. A full queue is
-/// waited for on the addon runtime's blocking pool, never on the JS thread.
+/// writer thread, so it must be cheap; a panic in it rejects the Promise. Writes queued
+/// through one `order` are applied in the order they were made; a full queue is waited for
+/// on a thread of its own, never on the JS thread ([`crate::store::InOrder`]).
 fn queued_write<'env, R, T>(
     env: &'env Env,
     settler: &std::sync::Arc<settle::Settler>,
+    order: &std::sync::Arc<crate::store::InOrder>,
     job: crate::plane::WriteJob<R>,
     convert: impl FnOnce(R) -> Result<T> + Send + 'static,
 ) -> Result<Object<'env>>
@@ -132,9 +134,7 @@ where
             result.map_err(plane_error).and_then(convert)
         }));
     });
-    if let Some(blocked) = job.then(reply) {
-        napi::bindgen_prelude::spawn_blocking(move || blocked.send());
-    }
+    order.submit(move || job.then(reply));
     Ok(promise)
 }
 

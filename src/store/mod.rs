@@ -398,6 +398,79 @@ impl Blocked {
     }
 }
 
+/// One caller's writes, queued in the order the caller made them even when the queue is
+/// full. [`Store::submit`] alone keeps that order only while there is room: a write that
+/// comes back [`Blocked`] is sent later from another thread, and a write the caller makes
+/// meanwhile could find room first. Through `InOrder`, once one write is blocked every
+/// later one waits behind it, and a thread of its own (started for that backlog, ended
+/// with it) sends them one by one, each waiting for room. The caller never blocks, so
+/// Node's JS thread may use it: an agent can issue `startWork` and `complete` without
+/// awaiting the first, and the writer applies them in that order.
+#[derive(Default)]
+pub struct InOrder {
+    backlog: Mutex<Backlog>,
+}
+
+/// A write not tried yet: it queues itself (or answers at once) and gives itself back
+/// as [`Blocked`] when the queue is full.
+type Deferred = Box<dyn FnOnce() -> Option<Blocked> + Send>;
+
+#[derive(Default)]
+struct Backlog {
+    /// A thread is sending `waiting`, oldest first; new writes go behind them.
+    draining: bool,
+    waiting: std::collections::VecDeque<Deferred>,
+}
+
+impl InOrder {
+    /// Queues the write `submit` makes (see [`crate::plane::WriteJob::then`]) after every
+    /// write this caller made before it. Never blocks.
+    pub fn submit(self: &Arc<Self>, submit: impl FnOnce() -> Option<Blocked> + Send + 'static) {
+        let mut backlog = self.backlog.lock().unwrap_or_else(|p| p.into_inner());
+        if backlog.draining {
+            backlog.waiting.push_back(Box::new(submit));
+            return;
+        }
+        // Tried under the lock, so no later write of this caller can pass it; trying
+        // never blocks.
+        let Some(blocked) = submit() else { return };
+        backlog.draining = true;
+        backlog.waiting.push_back(Box::new(move || Some(blocked)));
+        drop(backlog);
+        let this = self.clone();
+        let started = std::thread::Builder::new()
+            .name("task-plane-backlog".into())
+            .spawn(move || this.drain());
+        if let Err(err) = started {
+            // No thread to wait on: wait here rather than lose or reorder a write.
+            crate::log::warn(
+                "a2a_backlog_thread_failed",
+                serde_json::json!({ "error": err.to_string(), "effect": "the caller waits for room in the write queue itself" }),
+            );
+            self.drain();
+        }
+    }
+
+    /// Sends the backlog oldest first, waiting for room for each, until it is empty.
+    fn drain(&self) {
+        loop {
+            let next = {
+                let mut backlog = self.backlog.lock().unwrap_or_else(|p| p.into_inner());
+                match backlog.waiting.pop_front() {
+                    Some(next) => next,
+                    None => {
+                        backlog.draining = false;
+                        return;
+                    }
+                }
+            };
+            if let Some(blocked) = next() {
+                blocked.send();
+            }
+        }
+    }
+}
+
 struct Shared {
     root: PathBuf,
     db_path: PathBuf,
