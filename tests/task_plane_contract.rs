@@ -900,3 +900,80 @@ fn a_watched_intake_sees_every_update_after_its_acceptance() {
     assert_eq!(again.disposition, Disposition::Duplicate);
     assert!(none.is_none(), "a duplicate comes without a subscription");
 }
+
+/// A status change in the same millisecond as the Task's last one (an agent's `startWork`
+/// and `complete` issued together) is recorded like any other: the new state and status
+/// time, the kept counts moved, and the Task's place in listings (newest status first)
+/// where that time puts it, for the principal and within its context.
+#[test]
+fn a_status_change_in_the_same_millisecond_keeps_the_task_where_its_status_time_puts_it() {
+    use a2a_task_plane::clock::ManualClock;
+    use a2a_task_plane::plane::ListFilter;
+    let tmp = TempRoot::new("same-ms");
+    let clock = ManualClock::new(T0);
+    let plane = open_with_clock(&tmp.store(), &clock);
+    let accept = |id: &str| {
+        plane
+            .accept_in_context("alice", None, user(id, "work"), vec![])
+            .unwrap()
+    };
+    let first = accept("m-1");
+    clock.set(T0 + 5);
+    let second = accept("m-2");
+    let (first_id, second_id) = (first.task_id.unwrap(), second.task_id.unwrap());
+
+    // WORKING and COMPLETED of the first Task, both at T0 + 9: the second change keeps
+    // the status time the first one set.
+    clock.set(T0 + 9);
+    assert_eq!(plane.start_work(&first_id).unwrap(), TaskState::Working);
+    plane
+        .complete(&first_id, vec![], Some(agent("done")))
+        .unwrap();
+
+    let task = plane
+        .get_task("alice", &first_id, None, false)
+        .unwrap()
+        .unwrap();
+    assert_eq!(task.state, TaskState::Completed);
+    assert_eq!(task.status_ms, T0 + 9);
+    let list = |filter: ListFilter| {
+        let page = plane.list_tasks("alice", &filter).unwrap();
+        (
+            page.tasks
+                .into_iter()
+                .map(|t| t.task_id)
+                .collect::<Vec<_>>(),
+            page.total,
+        )
+    };
+    let all = ListFilter {
+        page_size: 10,
+        ..ListFilter::default()
+    };
+    assert_eq!(
+        list(all.clone()),
+        (vec![first_id.clone(), second_id.clone()], 2),
+        "newest status first"
+    );
+    let in_context = ListFilter {
+        context_id: Some(task.context_id.clone()),
+        ..all.clone()
+    };
+    assert_eq!(list(in_context).0, vec![first_id.clone()]);
+    let since = ListFilter {
+        status_since_ms: Some(T0 + 9),
+        ..all.clone()
+    };
+    assert_eq!(list(since).0, vec![first_id.clone()]);
+    let completed_only = ListFilter {
+        state: Some(TaskState::Completed),
+        ..all.clone()
+    };
+    assert_eq!(list(completed_only), (vec![first_id.clone()], 1));
+    let working = ListFilter {
+        state: Some(TaskState::Working),
+        ..all
+    };
+    assert_eq!(list(working), (vec![], 0));
+    plane.close();
+}

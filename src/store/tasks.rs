@@ -333,23 +333,32 @@ pub fn set_status(
         InputRequest::Open(schema) => (Some(1), 1, schema.map(Value::to_string)),
         InputRequest::Closed => (Some(0), 0, None),
     };
-    tx.with_statement(
+    // A change in the same millisecond as the Task's last one (an agent's `startWork` and
+    // `complete` issued together) leaves `status_ms` out of the SET: SQLite then leaves
+    // the two indexes keyed by it (by principal, by context) alone instead of moving the
+    // Task's entry in each to where it already is.
+    let sql = if now_ms == task.record.status_ms {
+        "UPDATE tasks SET state = ?2, status_message = ?3, \
+         input_request_open = COALESCE(?5, input_request_open), input_request_seq = input_request_seq + ?6, \
+         input_schema = CASE ?5 WHEN 0 THEN NULL WHEN 1 THEN ?7 ELSE input_schema END \
+         WHERE seq = ?1"
+    } else {
         "UPDATE tasks SET state = ?2, status_message = ?3, status_ms = ?4, \
          input_request_open = COALESCE(?5, input_request_open), input_request_seq = input_request_seq + ?6, \
          input_schema = CASE ?5 WHEN 0 THEN NULL WHEN 1 THEN ?7 ELSE input_schema END \
-         WHERE seq = ?1",
-        |s| {
-            s.execute(params![
-                task.seq,
-                state.as_str(),
-                message,
-                now_ms,
-                open,
-                bump,
-                schema
-            ])
-        },
-    )?;
+         WHERE seq = ?1"
+    };
+    tx.with_statement(sql, |s| {
+        s.execute(params![
+            task.seq,
+            state.as_str(),
+            message,
+            now_ms,
+            open,
+            bump,
+            schema
+        ])
+    })?;
     if task.record.state != state {
         tx.count(&task.record.principal, task.record.state, -1);
         tx.count(&task.record.principal, state, 1);
