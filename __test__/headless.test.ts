@@ -294,27 +294,39 @@ test("the idle resident's threads sleep: CPU time stays flat and no addon thread
     const pid = await until("the resident's Node process", () => residentPid(resident.child.pid as number), 10_000, resident);
     // Start-up work (Pi's own, the first compaction) settles first.
     await new Promise((r) => setTimeout(r, 2_000));
-    const before = threadTimes(pid);
-    // The thing under test: 10 s of nothing to do.
-    await new Promise((r) => setTimeout(r, 10_000));
-    const after = threadTimes(pid);
-    const deltas = [...after].map(([tid, t]) => ({
-      name: t.name,
-      ticks: t.ticks - (before.get(tid)?.ticks ?? 0),
-      switches: t.switches - (before.get(tid)?.switches ?? 0),
-    }));
-    const described = deltas
-      .filter((d) => d.ticks > 0 || d.switches > 0)
-      .map((d) => `${d.name}: ${d.ticks * 10} ms CPU, ${d.switches} wake-ups`)
-      .join("; ");
-    const cpuMs = deltas.reduce((sum, d) => sum + d.ticks, 0) * 10;
-    // A thread that polled every 2 ms would wake ~5,000 times and use ~300 ms here.
-    assert.ok(cpuMs <= 100, `the idle resident used ${cpuMs} ms of CPU in 10 s: ${described}`);
+    // The thing under test: two windows of 6 s of nothing to do. A thread that polls
+    // spends in both; a one-off (V8's memory reducer runs a full GC on its helper threads
+    // some seconds after start-up: ~120 ms once in CI) spends in one, so the quieter
+    // window is held to the budget. The addon's own threads are held to it in both.
+    const window = async () => {
+      const before = threadTimes(pid);
+      await new Promise((r) => setTimeout(r, 6_000));
+      const after = threadTimes(pid);
+      const deltas = [...after].map(([tid, t]) => ({
+        name: t.name,
+        ticks: t.ticks - (before.get(tid)?.ticks ?? 0),
+        switches: t.switches - (before.get(tid)?.switches ?? 0),
+      }));
+      const described = deltas
+        .filter((d) => d.ticks > 0 || d.switches > 0)
+        .map((d) => `${d.name}: ${d.ticks * 10} ms CPU, ${d.switches} wake-ups`)
+        .join("; ");
+      return { deltas, described, cpuMs: deltas.reduce((sum, d) => sum + d.ticks, 0) * 10 };
+    };
+    const windows = [await window(), await window()];
+    const quieter = windows[0].cpuMs <= windows[1].cpuMs ? windows[0] : windows[1];
+    // A thread that polled every 2 ms would wake ~3,000 times and use ~180 ms in each.
+    assert.ok(
+      quieter.cpuMs <= 60,
+      `the idle resident used ${windows[0].cpuMs} and ${windows[1].cpuMs} ms of CPU in two windows of 6 s: ${windows.map((w) => w.described).join(" | ")}`,
+    );
     // The addon's own threads (writer, checkpoint, wake feeder, activity, listener) wake
     // only on work; the driver's bounded waits (nextWake, a timer in Node) may wake a few
     // times a second on Node's and the addon runtime's threads.
-    for (const d of deltas.filter((d) => /^task-plane|^a2a-http/.test(d.name))) {
-      assert.ok(d.switches <= 5, `${d.name} woke ${d.switches} times while idle: ${described}`);
+    for (const w of windows) {
+      for (const d of w.deltas.filter((d) => /^task-plane|^a2a-http/.test(d.name))) {
+        assert.ok(d.switches <= 5, `${d.name} woke ${d.switches} times in 6 s while idle: ${w.described}`);
+      }
     }
   } finally {
     resident.child.kill("SIGTERM");
