@@ -337,16 +337,23 @@ pub fn set_status(
     // `complete` issued together) leaves `status_ms` out of the SET: SQLite then leaves
     // the two indexes keyed by it (by principal, by context) alone instead of moving the
     // Task's entry in each to where it already is.
+    // One statement text, with or without the status time (a literal, so each variant is
+    // a `&'static str` the writer keeps compiled).
+    macro_rules! update_status {
+        ($status_ms:literal) => {
+            concat!(
+                "UPDATE tasks SET state = ?2, status_message = ?3, ",
+                $status_ms,
+                "input_request_open = COALESCE(?5, input_request_open), input_request_seq = input_request_seq + ?6, \
+                 input_schema = CASE ?5 WHEN 0 THEN NULL WHEN 1 THEN ?7 ELSE input_schema END \
+                 WHERE seq = ?1"
+            )
+        };
+    }
     let sql = if now_ms == task.record.status_ms {
-        "UPDATE tasks SET state = ?2, status_message = ?3, \
-         input_request_open = COALESCE(?5, input_request_open), input_request_seq = input_request_seq + ?6, \
-         input_schema = CASE ?5 WHEN 0 THEN NULL WHEN 1 THEN ?7 ELSE input_schema END \
-         WHERE seq = ?1"
+        update_status!("")
     } else {
-        "UPDATE tasks SET state = ?2, status_message = ?3, status_ms = ?4, \
-         input_request_open = COALESCE(?5, input_request_open), input_request_seq = input_request_seq + ?6, \
-         input_schema = CASE ?5 WHEN 0 THEN NULL WHEN 1 THEN ?7 ELSE input_schema END \
-         WHERE seq = ?1"
+        update_status!("status_ms = ?4, ")
     };
     tx.with_statement(sql, |s| {
         s.execute(params![
