@@ -34,6 +34,7 @@ mod send;
 mod sse;
 mod task_stream;
 mod tasks;
+mod timer;
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -49,7 +50,7 @@ use hyper::header::{
     WWW_AUTHENTICATE,
 };
 use hyper::{Method, Request, Response, StatusCode};
-use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::rt::TokioIo;
 use serde_json::json;
 use tokio::sync::watch;
 
@@ -295,7 +296,7 @@ async fn serve(listener: tokio::net::TcpListener, shared: Arc<Shared>) {
         };
         let io = TokioIo::new(conn::WriteDeadline::new(stream, write_timeout));
         let conn = hyper::server::conn::http1::Builder::new()
-            .timer(TokioTimer::new())
+            .timer(timer::ConnTimer::default())
             .header_read_timeout(idle)
             .max_buf_size(WRITE_BUFFER_BYTES)
             .keep_alive(true)
