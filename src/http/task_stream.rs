@@ -6,6 +6,8 @@
 //! Framing and what a slow stream holds are `sse.rs`'s; what a frame carries is
 //! `project.rs`'s.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -47,7 +49,10 @@ pub async fn wait_settled(
             updates
         }
     };
-    let deadline = tokio::time::Instant::now() + timeout;
+    // One timer for the whole wait (a new one per update would register with tokio's
+    // driver again each time).
+    let deadline = tokio::time::sleep(timeout);
+    tokio::pin!(deadline);
     let mut shutdown = ctx.shared.shutdown.clone();
     loop {
         tokio::select! {
@@ -59,7 +64,7 @@ pub async fn wait_settled(
                 },
                 Err(_) => return Ok(None), // fell behind: the snapshot read next tells the truth
             },
-            _ = tokio::time::sleep_until(deadline) => return Ok(None),
+            _ = &mut deadline => return Ok(None),
             _ = shutdown.changed() => return Ok(None),
         }
     }
@@ -114,6 +119,7 @@ pub fn stream_from(
         updates,
         shutdown,
         ended: ends_now,
+        quiet: Quiet::new(),
     };
     sse::response(&extensions, slot, first, then)
 }
@@ -127,6 +133,44 @@ struct TaskUpdates {
     updates: TaskSubscription,
     shutdown: tokio::sync::watch::Receiver<bool>,
     ended: bool,
+    quiet: Quiet,
+}
+
+/// A stream's keep-alive clock: one tokio timer for the whole stream, moved to a later
+/// deadline at each frame (lock-free in tokio while the timer is pending), where a new
+/// timer per frame would register with tokio's driver, and wake it, each time.
+struct Quiet {
+    sleep: Pin<Box<tokio::time::Sleep>>,
+    /// Whether `sleep` was polled (so registered with the driver) since it was last set.
+    armed: bool,
+}
+
+impl Quiet {
+    fn new() -> Self {
+        Quiet {
+            sleep: Box::pin(tokio::time::sleep(KEEP_ALIVE)),
+            armed: false,
+        }
+    }
+
+    /// Starts the clock again: [`Quiet::elapsed`] resolves `after` from now.
+    fn restart(&mut self, after: Duration) {
+        let deadline = tokio::time::Instant::now() + after;
+        if self.armed {
+            self.sleep.as_mut().reset(deadline);
+        } else {
+            // Not registered yet: replaced in place, and registered only if polled.
+            self.sleep.set(tokio::time::sleep_until(deadline));
+        }
+    }
+
+    /// Resolves once the time given to the last [`Quiet::restart`] has passed.
+    fn elapsed(&mut self) -> impl Future<Output = ()> + '_ {
+        std::future::poll_fn(move |cx| {
+            self.armed = true;
+            self.sleep.as_mut().poll(cx)
+        })
+    }
 }
 
 impl sse::Frames for TaskUpdates {
@@ -134,14 +178,17 @@ impl sse::Frames for TaskUpdates {
         if self.ended {
             return None;
         }
+        self.quiet.restart(KEEP_ALIVE);
         tokio::select! {
+            // An update already there goes out without the keep-alive timer being touched.
+            biased;
             update = self.updates.recv() => {
                 let event = update.ok()?;
                 self.ended = event.state().is_some_and(TaskState::is_settled);
                 Some(sse::frame(&event_frame(&self.ctx, &event)))
             }
             _ = self.shutdown.changed() => None,
-            _ = tokio::time::sleep(KEEP_ALIVE) => Some(sse::keep_alive()),
+            _ = self.quiet.elapsed() => Some(sse::keep_alive()),
         }
     }
 }
@@ -155,4 +202,44 @@ pub async fn stream_task(
     history_length: Option<u32>,
 ) -> Result<Response<Body>, ApiError> {
     stream_updates(ctx, slot, task_id, history_length, true).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Instant;
+
+    #[test]
+    fn a_streams_keep_alive_clock_restarts_at_each_frame_and_again_after_it_fired() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            let mut quiet = Quiet::new();
+            let tick = Duration::from_millis(40);
+            // Restarted before it was ever polled, then quiet: fires after `tick`.
+            quiet.restart(tick);
+            let started = Instant::now();
+            quiet.elapsed().await;
+            assert!(started.elapsed() >= tick);
+            // After it fired, a restart arms it again.
+            quiet.restart(tick);
+            let started = Instant::now();
+            quiet.elapsed().await;
+            assert!(started.elapsed() >= tick);
+            // A frame half-way (a restart while pending) pushes the deadline out.
+            quiet.restart(tick);
+            let started = Instant::now();
+            assert!(
+                tokio::time::timeout(tick / 2, quiet.elapsed())
+                    .await
+                    .is_err(),
+                "fired before its time"
+            );
+            quiet.restart(tick);
+            quiet.elapsed().await;
+            assert!(started.elapsed() >= tick / 2 + tick);
+        });
+    }
 }
