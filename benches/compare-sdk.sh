@@ -9,19 +9,26 @@
 # and our ratio to the SDK.
 #
 # Usage: bash benches/compare-sdk.sh [seconds per case, default 10] [Tasks stored first,
-#        default 10000]
+#        default 10000] [rounds, default 3]
+# Each round runs both servers, a fresh process each, one right after the other, in
+# alternating order (ours then the SDK, then the SDK then ours, ...), so a drift of the
+# shared host's speed over minutes weighs on both sides alike. The table shows, per case,
+# the median over the rounds of each side's rate and p99, the highest peak RSS, and the
+# median of the rounds' ratios with every round's ratio in brackets.
 # Above 100,000 stored Tasks only our server runs (the SDK's in-memory list walks every
 # Task, so its pages would not finish inside a window, and filling it takes minutes): the
 # table then shows our rate, p99 and peak RSS at that size, with no ratio.
 # A benchmark, not a test: the machine's other load moves the numbers; the ratio of two
-# servers measured in the same run moves less.
+# servers measured side by side moves less.
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # The arguments are checked before setup.sh builds anything.
 seconds="${1:-10}"
 stored="${2:-10000}"
+rounds="${3:-3}"
 [[ "$seconds" =~ ^[1-9][0-9]*$ ]] || { echo "compare-sdk: seconds per case must be a positive whole number, not '$seconds'" >&2; exit 2; }
 [[ "$stored" =~ ^[0-9]+$ ]] || { echo "compare-sdk: Tasks stored must be a whole number, not '$stored'" >&2; exit 2; }
+[[ "$rounds" =~ ^[1-9][0-9]*$ ]] || { echo "compare-sdk: rounds must be a positive whole number, not '$rounds'" >&2; exit 2; }
 . "$repo/tools/setup.sh"
 cd "$repo"
 
@@ -46,9 +53,10 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# run <name> <server script>: starts the server pinned, loads it, keeps its RESULT lines.
+# run <name> <round>: starts that server pinned, loads it, keeps its RESULT lines in
+# $work/<name>.<round>.out.
 run() {
-  local name="$1" script="$2" log="$work/$1.log"
+  local name="$1" round="$2" script="benches/$1-server.ts" log="$work/$1.$2.log"
   "${server_cpu[@]}" node "$script" >"$log" 2>&1 &
   pid=$!
   for _ in $(seq 300); do grep -q '^LISTENING' "$log" && break; sleep 0.1; done
@@ -56,19 +64,27 @@ run() {
   url="$(sed -n 's/^LISTENING \([^ ]*\).*/\1/p' "$log")"
   token="$(sed -n 's/^LISTENING [^ ]* *\(.*\)$/\1/p' "$log")"
   [ -n "$url" ] || { echo "compare-sdk: $script did not start:" >&2; cat "$log" >&2; exit 1; }
-  echo "== $name ($url) =="
+  echo "== round $round of $rounds: $name ($url) =="
   "${load_cpu[@]}" "$bench" --url "$url" --token "$token" --pid "$pid" --seconds "$seconds" --stored "$stored" \
-    | tee "$work/$name.out" | grep -v '^RESULT'
+    | tee "$work/$name.$round.out" | grep -v '^RESULT'
   kill "$pid"; wait "$pid" 2>/dev/null || true; pid=""
 }
 
-run ours benches/ours-server.ts
 with_sdk=$(( stored <= 100000 ))
-if [ "$with_sdk" = 1 ]; then run sdk benches/sdk-server.ts; fi
+for round in $(seq "$rounds"); do
+  if [ "$with_sdk" = 0 ]; then
+    run ours "$round"
+  elif (( round % 2 )); then
+    run ours "$round"; run sdk "$round"
+  else
+    run sdk "$round"; run ours "$round"
+  fi
+done
 
-# The table: one row per case; rate (req/s), p99 (ms), peak RSS (MB); our ratio.
+# The table: one row per case; median rate (req/s), median p99 (ms), highest peak RSS (MB)
+# over the rounds; the median of the rounds' ratios, and each round's in brackets.
 echo
-echo "Machine: $(nproc) CPUs ($(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -1)); $pinning; ${seconds} s per case."
+echo "Machine: $(nproc) CPUs ($(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -1)); $pinning; ${seconds} s per case, $rounds round(s)."
 echo
 if [ "$with_sdk" = 1 ]; then
   echo "| case (c=64, $stored Tasks stored) | @a2a-js/sdk in memory | ours (durable) | ours / SDK |"
@@ -77,24 +93,48 @@ else
   echo "| case (c=64, $stored Tasks stored) | ours (durable) |"
   echo "| --- | ---: |"
 fi
-for key in send stream get list intake; do
-  ours="$(awk -v k="$key" '$1 == "RESULT" && $2 == k' "$work/ours.out")"
-  [ -n "$ours" ] || continue
-  label="$(case "$key" in
-    send) echo 'POST /message:send, blocking until COMPLETED' ;;
-    intake) echo 'POST /message:send, returnImmediately' ;;
-    stream) echo 'POST /message:stream to the terminal frame' ;;
-    get) echo 'GET /tasks/{id}' ;;
-    list) echo 'GET /tasks?pageSize=50' ;;
-  esac)"
-  if [ "$with_sdk" = 1 ]; then
-    sdk="$(awk -v k="$key" '$1 == "RESULT" && $2 == k' "$work/sdk.out")"
-    [ -n "$sdk" ] || continue
-    echo "$sdk" "$ours" | awk -v label="$label" '{
-      printf "| %s | %s req/s, p99 %s ms, %s MB | %s req/s, p99 %s ms, %s MB | **%.2f×** |\n",
-        label, $3, $5, $6, $9, $11, $12, $9 / $3 }'
-  else
-    echo "$ours" | awk -v label="$label" '{
-      printf "| %s | %s req/s, p99 %s ms, %s MB |\n", label, $3, $5, $6 }'
-  fi
-done
+awk -v rounds="$rounds" -v with_sdk="$with_sdk" '
+  function median(list,    v, n, i, j, t) {
+    n = split(list, v, " ")
+    for (i = 2; i <= n; i++) for (j = i; j > 1 && v[j - 1] + 0 > v[j] + 0; j--) { t = v[j]; v[j] = v[j - 1]; v[j - 1] = t }
+    return n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2
+  }
+  # rate, p99 and peak RSS of one side for one case, over the rounds: "N req/s, p99 N ms, N MB".
+  function side(who, key,    r, rates, p99s, top) {
+    rates = ""; p99s = ""; top = "-"
+    for (r = 1; r <= rounds; r++) {
+      rates = rates " " rate[who, key, r]; p99s = p99s " " p99[who, key, r]
+      if (rss[who, key, r] ~ /^[0-9.]+$/ && (top == "-" || rss[who, key, r] + 0 > top + 0)) top = rss[who, key, r]
+    }
+    return sprintf("%.0f req/s, p99 %.1f ms, %s MB", median(rates), median(p99s), top)
+  }
+  FNR == 1 { f = FILENAME; sub(/.*\//, "", f); split(f, part, "."); who = part[1]; round = part[2] }
+  $1 == "RESULT" { rate[who, $2, round] = $3; p99[who, $2, round] = $5; rss[who, $2, round] = $6; seen[who, $2]++ }
+  END {
+    split("send stream get list intake", keys, " ")
+    label["send"] = "`POST /message:send`, blocking until COMPLETED"
+    label["stream"] = "`POST /message:stream` to the terminal frame"
+    label["get"] = "`GET /tasks/{id}`"
+    label["list"] = "`GET /tasks?pageSize=50`"
+    label["intake"] = "`POST /message:send`, `returnImmediately`"
+    for (k = 1; k <= 5; k++) {
+      key = keys[k]
+      if (seen["ours", key] < rounds) continue
+      if (with_sdk == 0) { printf "| %s | %s |\n", label[key], side("ours", key); continue }
+      if (seen["sdk", key] < rounds) continue
+      ratios = ""; each = ""
+      for (r = 1; r <= rounds; r++) {
+        x = rate["ours", key, r] / rate["sdk", key, r]
+        ratios = ratios " " x; each = each (r > 1 ? ", " : "") sprintf("%.2f×", x)
+      }
+      printf "| %s | %s | %s | **%.2f×** (%s) |\n", label[key], side("sdk", key), side("ours", key), median(ratios), each
+    }
+    if (seen["ours", "send"] >= rounds && seen["ours", "stream"] >= rounds) {
+      ratios = ""; each = ""
+      for (r = 1; r <= rounds; r++) {
+        x = rate["ours", "stream", r] / rate["ours", "send", r]
+        ratios = ratios " " x; each = each (r > 1 ? ", " : "") sprintf("%.2f×", x)
+      }
+      printf "\nOur stream against our blocking send: %.2f× (%s).\n", median(ratios), each
+    }
+  }' "$work"/*.out

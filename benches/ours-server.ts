@@ -1,8 +1,9 @@
 // Our side of `benches/compare-sdk.sh`: the task plane as a Node process on the public addon
 // API, the way an embedder runs it: a store in a fresh temporary folder (every acceptance
 // and state change fsynced), the A2A listener on 127.0.0.1, and an agent that settles each
-// Task at once (startWork, then complete with one text artifact, issued back to back), the
-// same work the SDK servers' executors do. Not part of the product.
+// Task at once (startWork, then complete with one text artifact and no status message,
+// issued back to back), the same work the SDK servers' executors do (theirs publish a
+// COMPLETED Task with one artifact and no status message). Not part of the product.
 // Run: node benches/ours-server.ts   → prints "LISTENING <interface url> <token>"
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -32,7 +33,7 @@ async function settle(taskId: string): Promise<void> {
     // its extra Promises per Task grew V8's young generation, +7 MB peak RSS in the stream
     // case.)
     const started = embedder.startWork(taskId);
-    const completed = embedder.complete(taskId, [{ name: "answer", parts: [{ text: "done" }] }], { parts: [{ text: "ok" }] });
+    const completed = embedder.complete(taskId, [{ name: "answer", parts: [{ text: "done" }] }]);
     try {
       await started;
     } finally {
