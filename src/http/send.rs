@@ -121,10 +121,16 @@ pub async fn send(ctx: Ctx, req: Request<Incoming>) -> Result<Response<Body>, Ap
                 let timeout = Duration::from_millis(ctx.shared.config.blocking_timeout_ms);
                 wait_settled(&ctx, task_id, updates, timeout).await?
             };
-            let task = match settled {
+            let task = match (settled, &acceptance.created) {
                 // The Task this caller's own message created or continued: theirs.
-                Some(record) if record.principal == ctx.principal => {
+                (Some(record), _) if record.principal == ctx.principal => {
                     project_with_history(&ctx, &record, history_length)
+                }
+                // `returnImmediately` on a new Task of this caller's: the Task as its
+                // acceptance created it (SUBMITTED), what a read right after the commit
+                // returns, without that read.
+                (None, Some(created)) if !blocking && created.principal == ctx.principal => {
+                    project_with_history(&ctx, created, history_length)
                 }
                 _ => task_snapshot(&ctx, task_id, history_length).await?,
             };

@@ -61,6 +61,37 @@ fn return_immediately_answers_right_after_acceptance_and_a_blocking_send_is_boun
 }
 
 #[test]
+fn a_return_immediately_answer_is_the_task_a_read_right_after_its_acceptance_returns() {
+    // The answer is made from the Task the acceptance created, not read back: it must be
+    // what a read returns (nothing here moves the Task on), history length and all.
+    let server = Server::start_with(Arc::new(AlwaysTask), |_| {});
+    for (n, config) in [
+        json!({"returnImmediately": true}),
+        json!({"returnImmediately": true, "historyLength": 0}),
+        json!({"returnImmediately": true, "historyLength": 1}),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let answered = server.call(
+            "POST",
+            "/message:send",
+            Some(ALICE),
+            Some(json!({"message": {"messageId": format!("m-{n}"), "role": "ROLE_USER", "parts": [{"text": "hold"}], "metadata": {"k": n}}, "configuration": config})),
+        );
+        assert_eq!(answered.status, 200);
+        let task = answered.json()["task"].clone();
+        let id = task["id"].as_str().unwrap();
+        let query = match config.get("historyLength") {
+            Some(h) => format!("?historyLength={h}"),
+            None => String::new(),
+        };
+        let read = server.call("GET", &format!("/tasks/{id}{query}"), Some(ALICE), None);
+        assert_eq!(read.json(), task, "config {config}");
+    }
+}
+
+#[test]
 fn interrupted_states_settle_a_blocking_send_and_an_explicit_task_id_continues_it() {
     let server = Server::start();
     let asked = server.send(ALICE, "m-1", "ask", json!({}));
