@@ -108,6 +108,16 @@ awk -v rounds="$rounds" -v with_sdk="$with_sdk" '
     }
     return sprintf("%.0f req/s, p99 %.1f ms, %s MB", median(rates), median(p99s), top)
   }
+  # The rate of (who, key) over that of (by, by_key), round by round, as `format` puts the
+  # median and every round ratio in order ("r1×, r2×, …").
+  function ratio(format, who, key, by, by_key,    r, x, ratios, each) {
+    ratios = ""; each = ""
+    for (r = 1; r <= rounds; r++) {
+      x = rate[who, key, r] / rate[by, by_key, r]
+      ratios = ratios " " x; each = each (r > 1 ? ", " : "") sprintf("%.2f×", x)
+    }
+    return sprintf(format, median(ratios), each)
+  }
   FNR == 1 { f = FILENAME; sub(/.*\//, "", f); split(f, part, "."); who = part[1]; round = part[2] }
   $1 == "RESULT" { rate[who, $2, round] = $3; p99[who, $2, round] = $5; rss[who, $2, round] = $6; seen[who, $2]++ }
   END {
@@ -122,19 +132,8 @@ awk -v rounds="$rounds" -v with_sdk="$with_sdk" '
       if (seen["ours", key] < rounds) continue
       if (with_sdk == 0) { printf "| %s | %s |\n", label[key], side("ours", key); continue }
       if (seen["sdk", key] < rounds) continue
-      ratios = ""; each = ""
-      for (r = 1; r <= rounds; r++) {
-        x = rate["ours", key, r] / rate["sdk", key, r]
-        ratios = ratios " " x; each = each (r > 1 ? ", " : "") sprintf("%.2f×", x)
-      }
-      printf "| %s | %s | %s | **%.2f×** (%s) |\n", label[key], side("sdk", key), side("ours", key), median(ratios), each
+      printf "| %s | %s | %s | %s |\n", label[key], side("sdk", key), side("ours", key), ratio("**%.2f×** (%s)", "ours", key, "sdk", key)
     }
-    if (seen["ours", "send"] >= rounds && seen["ours", "stream"] >= rounds) {
-      ratios = ""; each = ""
-      for (r = 1; r <= rounds; r++) {
-        x = rate["ours", "stream", r] / rate["ours", "send", r]
-        ratios = ratios " " x; each = each (r > 1 ? ", " : "") sprintf("%.2f×", x)
-      }
-      printf "\nOur stream against our blocking send: %.2f× (%s).\n", median(ratios), each
-    }
+    if (seen["ours", "send"] >= rounds && seen["ours", "stream"] >= rounds)
+      print "\nOur stream against our blocking send: " ratio("%.2f× (%s).", "ours", "stream", "ours", "send")
   }' "$work"/*.out
