@@ -58,16 +58,9 @@ mod tests {
     use super::*;
     use hyper::StatusCode;
 
-    fn runtime() -> tokio::runtime::Runtime {
-        tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap()
-    }
-
     #[test]
     fn a_plane_call_that_panics_answers_500_and_the_worker_goes_on() {
-        let rt = runtime();
+        let rt = crate::http::test_runtime();
         let panicked = rt.block_on(awaited(async {
             tokio::task::yield_now().await;
             if true {

@@ -663,6 +663,15 @@ fn method_not_allowed(route: &Route) -> Response<Body> {
     response
 }
 
+/// A runtime on the test's own thread, for the listener's unit tests.
+#[cfg(test)]
+fn test_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a current-thread runtime for a test")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

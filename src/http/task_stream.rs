@@ -211,11 +211,7 @@ mod tests {
 
     #[test]
     fn a_streams_keep_alive_clock_restarts_at_each_frame_and_again_after_it_fired() {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_time()
-            .build()
-            .unwrap();
-        runtime.block_on(async {
+        crate::http::test_runtime().block_on(async {
             let mut quiet = Quiet::new();
             let tick = Duration::from_millis(40);
             // Restarted before it was ever polled, then quiet: fires after `tick`.

@@ -97,16 +97,9 @@ impl Drop for Deadline {
 mod tests {
     use super::*;
 
-    fn runtime() -> tokio::runtime::Runtime {
-        tokio::runtime::Builder::new_current_thread()
-            .enable_time()
-            .build()
-            .unwrap()
-    }
-
     #[test]
     fn a_dropped_deadline_gives_its_timer_to_the_next_one_which_fires_at_its_own_time() {
-        runtime().block_on(async {
+        crate::http::test_runtime().block_on(async {
             let timer = ConnTimer::default();
             let first = timer.sleep(Duration::from_secs(30));
             drop(first);
@@ -128,7 +121,7 @@ mod tests {
 
     #[test]
     fn a_deadline_reset_by_hyper_fires_at_the_new_time() {
-        runtime().block_on(async {
+        crate::http::test_runtime().block_on(async {
             let timer = ConnTimer::default();
             let started = Instant::now();
             let mut sleep = timer.sleep(Duration::from_secs(30));
