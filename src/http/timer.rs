@@ -5,7 +5,7 @@
 //! the head is read. With hyper-util's `TokioTimer` every request made a new tokio timer,
 //! and registering a new timer that is due before every other one (30 s ahead, while the
 //! blocking sends in flight wait with 60 s deadlines) makes tokio wake its driver: an
-//! eventfd `write` and one more `epoll_wait` per request (0.99 `write` per blocking send,
+//! eventfd `write` and one more `epoll_wait` per request (0.95–0.99 `write` per blocking send,
 //! `perf stat -e syscalls:sys_enter_write`). [`ConnTimer`] keeps the tokio timer a dropped
 //! deadline leaves and moves it to the next deadline instead: a later deadline on a timer
 //! still pending is a lock-free update in tokio, with no wake-up. Deadlines fire exactly as
