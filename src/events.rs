@@ -5,16 +5,17 @@
 //! A Task has a channel only while someone listens; streams are ephemeral and nothing is
 //! replayed (a reconnecting client reads the Task, then subscribes again).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
+use std::future::poll_fn;
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
-
-use tokio::sync::broadcast;
+use std::task::{Poll, Waker};
 
 use crate::record::{ArtifactRecord, MessageRecord, TaskRecord, TaskState};
 
-/// How many updates a slow subscriber may fall behind before it is cut off (one commit may
-/// carry many outputs; a channel is allocated only per watched Task).
+/// How many updates a slow subscriber may fall behind before it is told it lagged (one
+/// commit may carry many outputs). A subscriber's queue grows to this only while it is
+/// behind: a Task watched by one blocking send holds its few updates, not 128 slots.
 const TASK_CHANNEL_CAPACITY: usize = 128;
 
 /// One durable change of a Task.
@@ -82,8 +83,8 @@ pub struct Activity {
 
 /// One watched Task's channel.
 struct TaskChannel {
-    /// Updates are shared, not copied, between a Task's subscribers.
-    sender: broadcast::Sender<Arc<TaskEvent>>,
+    /// Each subscriber's queue. Updates are shared, not copied, between them.
+    inboxes: Vec<Arc<Inbox>>,
     /// Subscribers that answer with the settled Task (see
     /// [`EventBus::subscribe_until_settled`]).
     settled_waiters: usize,
@@ -145,12 +146,14 @@ impl EventBus {
             .tasks
             .entry(task_id.to_string())
             .or_insert_with(|| TaskChannel {
-                sender: broadcast::channel(TASK_CHANNEL_CAPACITY).0,
+                inboxes: Vec::new(),
                 settled_waiters: 0,
             });
         channel.settled_waiters += usize::from(wants_settled);
+        let inbox = Arc::new(Inbox::default());
+        channel.inboxes.push(inbox.clone());
         TaskSubscription {
-            receiver: Some(channel.sender.subscribe()),
+            inbox,
             task_id: task_id.to_string(),
             wants_settled,
             channels: self.channels.clone(),
@@ -222,8 +225,10 @@ impl EventBus {
             });
         }
         if let Some(channel) = channels.tasks.get(event.task_id()) {
-            // No receiver left is fine: the last subscription is being dropped.
-            let _ = channel.sender.send(Arc::new(event));
+            let event = Arc::new(event);
+            for inbox in &channel.inboxes {
+                inbox.push(&event);
+            }
         }
     }
 
@@ -243,35 +248,210 @@ impl EventBus {
     }
 }
 
+/// One subscriber's updates not yet taken, oldest first.
+#[derive(Default)]
+struct Inbox {
+    state: Mutex<InboxState>,
+}
+
+#[derive(Default)]
+struct InboxState {
+    queue: VecDeque<Arc<TaskEvent>>,
+    /// Updates dropped (oldest first) since the subscriber last heard of it.
+    lagged: u64,
+    /// The task waiting in [`TaskSubscription::recv`], if any.
+    waker: Option<Waker>,
+}
+
+impl Inbox {
+    /// Queues `event`; a subscriber [`TASK_CHANNEL_CAPACITY`] behind loses its oldest
+    /// update, and its next `recv` says so. Wakes the waiting subscriber (outside the lock).
+    fn push(&self, event: &Arc<TaskEvent>) {
+        let waker = {
+            let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+            if state.queue.len() == TASK_CHANNEL_CAPACITY {
+                state.queue.pop_front();
+                state.lagged += 1;
+            }
+            state.queue.push_back(event.clone());
+            state.waker.take()
+        };
+        if let Some(waker) = waker {
+            waker.wake();
+        }
+    }
+}
+
+/// A subscriber fell more than [`TASK_CHANNEL_CAPACITY`] updates behind: this many were
+/// lost, oldest first (read the Task again for the truth).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Lagged(pub u64);
+
 /// A live subscription to one Task; its channel goes away with the last subscription.
 pub struct TaskSubscription {
-    receiver: Option<broadcast::Receiver<Arc<TaskEvent>>>,
+    inbox: Arc<Inbox>,
     task_id: String,
     wants_settled: bool,
     channels: Arc<Mutex<Channels>>,
 }
 
 impl TaskSubscription {
-    /// The next update; `Err` when the subscriber fell too far behind (updates were lost:
-    /// read the Task again) or the bus is gone.
-    pub async fn recv(&mut self) -> Result<Arc<TaskEvent>, broadcast::error::RecvError> {
-        match self.receiver.as_mut() {
-            Some(receiver) => receiver.recv().await,
-            None => Err(broadcast::error::RecvError::Closed),
-        }
+    /// The next update, in publish order. `Err` once when the subscriber fell too far
+    /// behind (updates were lost: read the Task again); later calls go on with the updates
+    /// kept. Cancel-safe: an update is taken only when it is returned.
+    pub async fn recv(&mut self) -> Result<Arc<TaskEvent>, Lagged> {
+        poll_fn(|cx| {
+            let mut state = self.inbox.state.lock().unwrap_or_else(|p| p.into_inner());
+            if state.lagged > 0 {
+                return Poll::Ready(Err(Lagged(std::mem::take(&mut state.lagged))));
+            }
+            if let Some(event) = state.queue.pop_front() {
+                return Poll::Ready(Ok(event));
+            }
+            if !state
+                .waker
+                .as_ref()
+                .is_some_and(|w| w.will_wake(cx.waker()))
+            {
+                state.waker = Some(cx.waker().clone());
+            }
+            Poll::Pending
+        })
+        .await
     }
 }
 
 impl Drop for TaskSubscription {
     fn drop(&mut self) {
-        self.receiver.take();
         let mut channels = self.channels.lock().unwrap_or_else(|p| p.into_inner());
         let Some(channel) = channels.tasks.get_mut(&self.task_id) else {
             return;
         };
         channel.settled_waiters -= usize::from(self.wants_settled);
-        if channel.sender.receiver_count() == 0 {
+        channel.inboxes.retain(|i| !Arc::ptr_eq(i, &self.inbox));
+        if channel.inboxes.is_empty() {
             channels.tasks.remove(&self.task_id);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::future::Future;
+    use std::task::{Context, Wake};
+    use std::thread::Thread;
+    use std::time::Duration;
+
+    /// Runs `future` on this thread, parking it until a wake: a subscriber's real waker,
+    /// with no runtime that could poll it for another reason. Each park ends after 10 s
+    /// at most, so a wake that never comes shows as a slow poll, not a hung test.
+    fn block_on<F: Future>(future: F) -> F::Output {
+        struct Unpark(Thread);
+        impl Wake for Unpark {
+            fn wake(self: Arc<Self>) {
+                self.0.unpark();
+            }
+        }
+        let waker = Arc::new(Unpark(std::thread::current())).into();
+        let mut cx = Context::from_waker(&waker);
+        let mut future = std::pin::pin!(future);
+        loop {
+            if let Poll::Ready(out) = future.as_mut().poll(&mut cx) {
+                return out;
+            }
+            std::thread::park_timeout(Duration::from_secs(10));
+        }
+    }
+
+    fn status(task_id: &str, state: TaskState, at_ms: i64) -> TaskEvent {
+        TaskEvent::Status {
+            task_id: task_id.into(),
+            context_id: "c".into(),
+            state,
+            message: None,
+            at_ms,
+            settled: None,
+        }
+    }
+
+    fn at_ms(event: &TaskEvent) -> i64 {
+        match event {
+            TaskEvent::Status { at_ms, .. } => *at_ms,
+            TaskEvent::Artifact { .. } => panic!("a status update"),
+        }
+    }
+
+    #[test]
+    fn every_subscriber_of_a_task_gets_its_updates_in_publish_order_and_no_other_tasks() {
+        block_on(async {
+            let bus = EventBus::default();
+            let mut first = bus.subscribe("t1");
+            let mut second = bus.subscribe_until_settled("t1");
+            let mut other = bus.subscribe("t2");
+            bus.publish(status("t1", TaskState::Working, 1));
+            bus.publish(status("t2", TaskState::Working, 7));
+            bus.publish(status("t1", TaskState::Completed, 2));
+            for updates in [&mut first, &mut second] {
+                assert_eq!(at_ms(&updates.recv().await.unwrap()), 1);
+                assert_eq!(at_ms(&updates.recv().await.unwrap()), 2);
+            }
+            assert_eq!(at_ms(&other.recv().await.unwrap()), 7);
+        });
+    }
+
+    #[test]
+    fn a_waiting_subscriber_wakes_when_an_update_is_published_from_another_thread() {
+        block_on(async {
+            let bus = Arc::new(EventBus::default());
+            let mut updates = bus.subscribe("t");
+            let publisher = bus.clone();
+            let thread = std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(50));
+                publisher.publish(status("t", TaskState::Working, 3));
+            });
+            let waiting = std::time::Instant::now();
+            let event = updates.recv().await.unwrap();
+            assert!(
+                waiting.elapsed() < Duration::from_secs(5),
+                "the publish woke the subscriber (not the 10 s park timeout)"
+            );
+            assert_eq!(at_ms(&event), 3);
+            thread.join().unwrap();
+        });
+    }
+
+    #[test]
+    fn a_subscriber_more_than_128_updates_behind_is_told_how_many_it_lost_then_gets_the_newest() {
+        block_on(async {
+            let bus = EventBus::default();
+            let mut slow = bus.subscribe("t");
+            let total = TASK_CHANNEL_CAPACITY as i64 + 5;
+            for n in 0..total {
+                bus.publish(status("t", TaskState::Working, n));
+            }
+            assert_eq!(slow.recv().await.unwrap_err(), Lagged(5));
+            for n in 5..total {
+                assert_eq!(at_ms(&slow.recv().await.unwrap()), n);
+            }
+            bus.publish(status("t", TaskState::Completed, total));
+            assert_eq!(at_ms(&slow.recv().await.unwrap()), total);
+        });
+    }
+
+    #[test]
+    fn a_tasks_channel_and_its_settled_waiters_go_away_with_its_last_subscription() {
+        let bus = EventBus::default();
+        let waiting = bus.subscribe_until_settled("t");
+        let watching = bus.subscribe("t");
+        assert!(bus.wants_settled("t"));
+        drop(waiting);
+        assert!(!bus.wants_settled("t"));
+        assert!(bus.channels.lock().unwrap().tasks.contains_key("t"));
+        drop(watching);
+        assert!(!bus.channels.lock().unwrap().tasks.contains_key("t"));
+        // Publishing to a Task nobody watches keeps nothing.
+        bus.publish(status("t", TaskState::Working, 1));
+        assert!(bus.channels.lock().unwrap().tasks.is_empty());
     }
 }
