@@ -3,7 +3,7 @@
 //! members came in. A leaf: the store addresses evidence with it, the plane payloads, the
 //! listener its Agent Card's ETag.
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
 /// `sha256:<hex>` of `bytes`: the content address of payloads and evidence.
@@ -37,21 +37,10 @@ pub fn canonical_json(value: &Value) -> String {
     content_address(&text)
 }
 
-fn write_canonical(value: &Value, out: &mut Vec<u8>) {
+/// Writes `value` in canonical JSON.
+pub fn write_canonical(value: &Value, out: &mut Vec<u8>) {
     match value {
-        Value::Object(map) => {
-            out.push(b'{');
-            // serde_json keeps an object's members sorted by key (unless a crate turns on
-            // its `preserve_order`): then they are written as they come, else sorted here.
-            if map.keys().is_sorted() {
-                write_members(map.iter(), out);
-            } else {
-                let mut members: Vec<(&String, &Value)> = map.iter().collect();
-                members.sort_by(|a, b| a.0.cmp(b.0));
-                write_members(members.into_iter(), out);
-            }
-            out.push(b'}');
-        }
+        Value::Object(map) => write_canonical_map(map, out),
         Value::Array(items) => {
             out.push(b'[');
             for (i, item) in items.iter().enumerate() {
@@ -67,6 +56,21 @@ fn write_canonical(value: &Value, out: &mut Vec<u8>) {
     }
 }
 
+/// Writes the object `map` in canonical JSON.
+pub fn write_canonical_map(map: &Map<String, Value>, out: &mut Vec<u8>) {
+    out.push(b'{');
+    // serde_json keeps an object's members sorted by key (unless a crate turns on its
+    // `preserve_order`): then they are written as they come, else sorted here.
+    if map.keys().is_sorted() {
+        write_members(map.iter(), out);
+    } else {
+        let mut members: Vec<(&String, &Value)> = map.iter().collect();
+        members.sort_by(|a, b| a.0.cmp(b.0));
+        write_members(members.into_iter(), out);
+    }
+    out.push(b'}');
+}
+
 fn write_members<'a>(members: impl Iterator<Item = (&'a String, &'a Value)>, out: &mut Vec<u8>) {
     for (i, (key, value)) in members.enumerate() {
         if i > 0 {
@@ -75,6 +79,50 @@ fn write_members<'a>(members: impl Iterator<Item = (&'a String, &'a Value)>, out
         write_json(key, out);
         out.push(b':');
         write_canonical(value, out);
+    }
+}
+
+/// Writes `text` as a JSON string.
+pub fn write_string(text: &str, out: &mut Vec<u8>) {
+    write_json(text, out);
+}
+
+/// A JSON object written member by member in canonical form, for a record that writes
+/// its own canonical JSON without building a `serde_json::Value` first. The members must
+/// come in key order (checked in debug builds); [`CanonicalObject::member`] writes the key
+/// and hands back the output for its value.
+pub struct CanonicalObject<'a> {
+    out: &'a mut Vec<u8>,
+    last_key: Option<&'static str>,
+}
+
+impl<'a> CanonicalObject<'a> {
+    pub fn start(out: &'a mut Vec<u8>) -> Self {
+        out.push(b'{');
+        CanonicalObject {
+            out,
+            last_key: None,
+        }
+    }
+
+    /// Writes `key` (greater than the keys before it) and returns where its value goes.
+    pub fn member(&mut self, key: &'static str) -> &mut Vec<u8> {
+        debug_assert!(
+            self.last_key.is_none_or(|last| last < key),
+            "canonical members out of order: {key} after {:?}",
+            self.last_key
+        );
+        if self.last_key.is_some() {
+            self.out.push(b',');
+        }
+        self.last_key = Some(key);
+        write_json(key, self.out);
+        self.out.push(b':');
+        self.out
+    }
+
+    pub fn end(self) {
+        self.out.push(b'}');
     }
 }
 

@@ -4,10 +4,24 @@
 
 use std::collections::BTreeMap;
 
+use base64::Engine as _;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use crate::digest::{write_canonical, write_canonical_map, write_string, CanonicalObject};
 use crate::field_error::FieldError;
+
+/// Writes `items` as a JSON array of strings.
+fn write_strings(items: &[String], out: &mut Vec<u8>) {
+    out.push(b'[');
+    for (i, item) in items.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        write_string(item, out);
+    }
+    out.push(b']');
+}
 
 /// Who wrote a message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -108,6 +122,32 @@ pub struct PartRecord {
 }
 
 impl PartRecord {
+    /// Writes this part in canonical JSON (see [`MessageRecord::write_canonical`]).
+    fn write_canonical(&self, out: &mut Vec<u8>) {
+        let mut part = CanonicalObject::start(out);
+        let mut content = CanonicalObject::start(part.member("content"));
+        match &self.content {
+            PartContent::Text(text) => write_string(text, content.member("text")),
+            PartContent::Raw(bytes) => write_string(
+                &base64::engine::general_purpose::STANDARD.encode(bytes),
+                content.member("raw"),
+            ),
+            PartContent::Url(url) => write_string(url, content.member("url")),
+            PartContent::Data(value) => write_canonical(value, content.member("data")),
+        }
+        content.end();
+        if let Some(filename) = &self.filename {
+            write_string(filename, part.member("filename"));
+        }
+        if let Some(media_type) = &self.media_type {
+            write_string(media_type, part.member("media_type"));
+        }
+        if let Some(metadata) = &self.metadata {
+            write_canonical_map(metadata, part.member("metadata"));
+        }
+        part.end();
+    }
+
     pub fn text(text: impl Into<String>) -> Self {
         PartRecord {
             content: PartContent::Text(text.into()),
@@ -180,6 +220,44 @@ impl MessageRecord {
             })
             .collect::<Vec<_>>()
             .join("\n")
+    }
+
+    /// Writes this message as its `Serialize` form would be in canonical JSON (members
+    /// sorted by key at every level; see `digest`), straight from the record: an intake's
+    /// payload digest without a `serde_json::Value` built and dropped per message. Each
+    /// member mirrors the field's serde attributes above (names, skipped empties, the part
+    /// content's one key); a test holds the bytes to `digest::canonical_json` of the
+    /// serialized message.
+    pub fn write_canonical(&self, out: &mut Vec<u8>) {
+        let mut message = CanonicalObject::start(out);
+        if !self.extensions.is_empty() {
+            write_strings(&self.extensions, message.member("extensions"));
+        }
+        write_string(&self.message_id, message.member("message_id"));
+        if let Some(metadata) = &self.metadata {
+            write_canonical_map(metadata, message.member("metadata"));
+        }
+        let out = message.member("parts");
+        out.push(b'[');
+        for (i, part) in self.parts.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            part.write_canonical(out);
+        }
+        out.push(b']');
+        if !self.reference_task_ids.is_empty() {
+            write_strings(
+                &self.reference_task_ids,
+                message.member("reference_task_ids"),
+            );
+        }
+        let role = match self.role {
+            Role::User => "user",
+            Role::Agent => "agent",
+        };
+        write_string(role, message.member("role"));
+        message.end();
     }
 
     /// A message from the agent with a server-minted id.
