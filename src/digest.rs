@@ -41,16 +41,7 @@ pub fn canonical_json(value: &Value) -> String {
 pub fn write_canonical(value: &Value, out: &mut Vec<u8>) {
     match value {
         Value::Object(map) => write_canonical_map(map, out),
-        Value::Array(items) => {
-            out.push(b'[');
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                write_canonical(item, out);
-            }
-            out.push(b']');
-        }
+        Value::Array(items) => write_array(items, out, write_canonical),
         // Strings, numbers, booleans and null as serde_json writes them compactly.
         other => write_json(other, out),
     }
@@ -80,6 +71,22 @@ fn write_members<'a>(members: impl Iterator<Item = (&'a String, &'a Value)>, out
         out.push(b':');
         write_canonical(value, out);
     }
+}
+
+/// Writes `items` as a JSON array, each by `write_item`.
+pub fn write_array<T>(
+    items: impl IntoIterator<Item = T>,
+    out: &mut Vec<u8>,
+    mut write_item: impl FnMut(T, &mut Vec<u8>),
+) {
+    out.push(b'[');
+    for (i, item) in items.into_iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        write_item(item, out);
+    }
+    out.push(b']');
 }
 
 /// Writes `text` as a JSON string.

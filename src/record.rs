@@ -4,24 +4,13 @@
 
 use std::collections::BTreeMap;
 
-use base64::Engine as _;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::digest::{write_canonical, write_canonical_map, write_string, CanonicalObject};
+use crate::digest::{
+    write_array, write_canonical, write_canonical_map, write_string, CanonicalObject,
+};
 use crate::field_error::FieldError;
-
-/// Writes `items` as a JSON array of strings.
-fn write_strings(items: &[String], out: &mut Vec<u8>) {
-    out.push(b'[');
-    for (i, item) in items.iter().enumerate() {
-        if i > 0 {
-            out.push(b',');
-        }
-        write_string(item, out);
-    }
-    out.push(b']');
-}
 
 /// Who wrote a message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -128,10 +117,9 @@ impl PartRecord {
         let mut content = CanonicalObject::start(part.member("content"));
         match &self.content {
             PartContent::Text(text) => write_string(text, content.member("text")),
-            PartContent::Raw(bytes) => write_string(
-                &base64::engine::general_purpose::STANDARD.encode(bytes),
-                content.member("raw"),
-            ),
+            PartContent::Raw(bytes) => {
+                write_string(&base64_bytes::encode(bytes), content.member("raw"))
+            }
             PartContent::Url(url) => write_string(url, content.member("url")),
             PartContent::Data(value) => write_canonical(value, content.member("data")),
         }
@@ -231,25 +219,24 @@ impl MessageRecord {
     pub fn write_canonical(&self, out: &mut Vec<u8>) {
         let mut message = CanonicalObject::start(out);
         if !self.extensions.is_empty() {
-            write_strings(&self.extensions, message.member("extensions"));
+            write_array(&self.extensions, message.member("extensions"), |e, out| {
+                write_string(e, out)
+            });
         }
         write_string(&self.message_id, message.member("message_id"));
         if let Some(metadata) = &self.metadata {
             write_canonical_map(metadata, message.member("metadata"));
         }
-        let out = message.member("parts");
-        out.push(b'[');
-        for (i, part) in self.parts.iter().enumerate() {
-            if i > 0 {
-                out.push(b',');
-            }
-            part.write_canonical(out);
-        }
-        out.push(b']');
+        write_array(
+            &self.parts,
+            message.member("parts"),
+            PartRecord::write_canonical,
+        );
         if !self.reference_task_ids.is_empty() {
-            write_strings(
+            write_array(
                 &self.reference_task_ids,
                 message.member("reference_task_ids"),
+                |id, out| write_string(id, out),
             );
         }
         let role = match self.role {
@@ -557,7 +544,12 @@ mod base64_bytes {
     use serde::{Deserialize, Deserializer, Serializer};
 
     pub fn serialize<S: Serializer>(bytes: &[u8], s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&STANDARD.encode(bytes))
+        s.serialize_str(&encode(bytes))
+    }
+
+    /// The text raw bytes are stored as (also in a message's canonical JSON).
+    pub fn encode(bytes: &[u8]) -> String {
+        STANDARD.encode(bytes)
     }
 
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
