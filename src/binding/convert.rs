@@ -231,7 +231,7 @@ pub(super) fn agent_artifact(mut artifact: wire::Artifact) -> Result<ArtifactRec
 /// The REQUIRED checks of a decoded document, refused as the decoder would refuse them.
 fn validated(what: &'static str, document: &impl wire::validate::Validate) -> Result<()> {
     document
-        .validate("")
+        .validate(&wire::validate::At::Root)
         .map_err(|error| invalid_arg(wire::json::WireError { what, error }))
 }
 

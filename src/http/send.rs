@@ -56,14 +56,15 @@ async fn parse(ctx: &Ctx, req: Request<Incoming>) -> Result<Parsed, ApiError> {
 /// the executor answers directly in time).
 /// With `watch`, the Task it creates or continues comes with a subscription from the
 /// commit that accepted it (`TaskPlane::intake_watching`).
+/// Takes the request's message (the rest of the request stays for the answer).
 async fn accept(
     ctx: &Ctx,
-    request: &SendMessageRequest,
+    request: &mut SendMessageRequest,
     watch: Option<Watch>,
 ) -> Result<(Acceptance, Option<TaskSubscription>), ApiError> {
     let message = request
         .message
-        .clone()
+        .take()
         .ok_or_else(|| ApiError::invalid("message", "is required"))?;
     // The plane checks the rest (its role included) before anything is accepted.
     let (record, context_id, task_id) =
@@ -101,13 +102,13 @@ fn direct_message(acceptance: &Acceptance) -> Option<wire::Message> {
 }
 
 pub async fn send(ctx: Ctx, req: Request<Incoming>) -> Result<Response<Body>, ApiError> {
-    let Parsed { request } = parse(&ctx, req).await?;
+    let Parsed { mut request } = parse(&ctx, req).await?;
     let blocking = !request
         .configuration
         .as_ref()
         .is_some_and(|c| c.return_immediately);
     let watch = blocking.then_some(Watch::UntilSettled);
-    let (acceptance, updates) = accept(&ctx, &request, watch).await?;
+    let (acceptance, updates) = accept(&ctx, &mut request, watch).await?;
     let payload = match (direct_message(&acceptance), &acceptance.task_id) {
         (Some(message), _) => send_message_response::Payload::Message(message),
         (None, Some(task_id)) => {
@@ -145,10 +146,10 @@ pub async fn send(ctx: Ctx, req: Request<Incoming>) -> Result<Response<Body>, Ap
 }
 
 pub async fn stream(ctx: Ctx, req: Request<Incoming>) -> Result<Response<Body>, ApiError> {
-    let Parsed { request } = parse(&ctx, req).await?;
+    let Parsed { mut request } = parse(&ctx, req).await?;
     // The stream's place first: a message is never accepted and then refused a stream.
     let slot = ctx.start_stream()?;
-    let (acceptance, updates) = accept(&ctx, &request, Some(Watch::Updates)).await?;
+    let (acceptance, updates) = accept(&ctx, &mut request, Some(Watch::Updates)).await?;
     if let Some(message) = direct_message(&acceptance) {
         // A direct Message is exactly one event, then the stream closes.
         let first = sse::frame(&StreamResponse {

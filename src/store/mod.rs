@@ -1045,8 +1045,12 @@ fn writer_loop(
 ) {
     let faults = faults.as_deref();
     let prepared = Prepared::new(&conn);
+    // One list for every batch, emptied by each: a new one per batch grew by reallocation
+    // to the batch's size, and at a few hundred jobs each growth was a large allocation
+    // that made glibc consolidate its free lists (~3% of the writer's time in a profile of
+    // one-core `message:send`).
+    let mut batch: Vec<Box<dyn Job>> = Vec::with_capacity(MAX_BATCH);
     while let Ok(first) = receiver.recv() {
-        let mut batch = Vec::with_capacity(16);
         batch.push(first);
         while batch.len() < MAX_BATCH {
             match receiver.try_recv() {
@@ -1056,7 +1060,7 @@ fn writer_loop(
         }
         if let Err(err) = conn.execute_batch("BEGIN IMMEDIATE") {
             let err = StoreError::from(err);
-            for job in batch {
+            for job in batch.drain(..) {
                 job.abort(err.clone());
             }
             continue;
@@ -1087,7 +1091,7 @@ fn writer_loop(
         match outcome {
             Ok(()) => {
                 checkpointer.unpark();
-                batch.into_iter().for_each(|job| job.complete(None));
+                batch.drain(..).for_each(|job| job.complete(None));
             }
             Err(err) => {
                 // Nothing of this batch is durable: every caller hears the error.
@@ -1095,7 +1099,7 @@ fn writer_loop(
                     let _ = conn.execute_batch("ROLLBACK");
                 }
                 batch
-                    .into_iter()
+                    .drain(..)
                     .for_each(|job| job.complete(Some(err.clone())));
             }
         }

@@ -48,7 +48,11 @@ fn task_from_row(row: &Row<'_>) -> rusqlite::Result<Result<TaskRow, StoreError>>
         let status_message = status_message
             .map(serde_json::from_str::<MessageRecord>)
             .transpose()?;
-        let extensions: Vec<String> = serde_json::from_str(extensions)?;
+        // Most Tasks activate no extension: their empty list needs no parser.
+        let extensions: Vec<String> = match extensions {
+            "[]" => Vec::new(),
+            listed => serde_json::from_str(listed)?,
+        };
         let input_schema = input_schema.map(serde_json::from_str).transpose()?;
         Ok::<_, StoreError>((
             continuation,

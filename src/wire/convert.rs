@@ -3,7 +3,7 @@
 use pbjson_types::value::Kind;
 use serde_json::{Map, Number, Value};
 
-use super::validate::Validate;
+use super::validate::{At, Validate};
 use super::{
     part, Artifact, Message, Part, Role, Task, TaskState, TaskStatus, Timestamp, MAX_EXACT_INTEGER,
 };
@@ -116,7 +116,7 @@ pub fn part_to_wire(p: &PartRecord) -> Part {
 pub fn message_from_wire(
     m: Message,
 ) -> Result<(MessageRecord, Option<String>, Option<String>), FieldError> {
-    m.validate("")?;
+    m.validate(&At::Root)?;
     let role = match Role::try_from(m.role) {
         Ok(Role::Agent) => record::Role::Agent,
         _ => record::Role::User,
@@ -219,7 +219,7 @@ pub fn task_to_wire(t: &TaskRecord) -> Task {
 
 /// A wire artifact (from the agent side) as a native record.
 pub fn artifact_from_wire(a: Artifact) -> Result<ArtifactRecord, FieldError> {
-    a.validate("")?;
+    a.validate(&At::Root)?;
     let parts = parts_from_wire(a.parts)?;
     Ok(ArtifactRecord {
         artifact_id: a.artifact_id,

@@ -16,7 +16,7 @@ use serde::de::DeserializeOwned;
 use serde::ser::SerializeStruct;
 use serde::Serialize;
 
-use super::validate::Validate;
+use super::validate::{At, Validate};
 use super::{ListTasksResponse, MAX_EXACT_INTEGER};
 use crate::field_error::FieldError;
 
@@ -75,7 +75,7 @@ pub fn decode<T: DeserializeOwned + Validate>(
 ) -> Result<T, WireError> {
     let value: T = decode_unchecked(what, bytes)?;
     value
-        .validate("")
+        .validate(&At::Root)
         .map_err(|error| WireError { what, error })?;
     Ok(value)
 }
@@ -105,7 +105,7 @@ pub fn decode_value<T: DeserializeOwned + Validate>(
 ) -> Result<T, WireError> {
     let decoded: T = decode_value_unchecked(what, value)?;
     decoded
-        .validate("")
+        .validate(&At::Root)
         .map_err(|error| WireError { what, error })?;
     Ok(decoded)
 }
