@@ -257,15 +257,26 @@ fn settled_slot<'a>(
 /// Gives `update`, a settling update of the Task whose row is `after` (as this
 /// transaction leaves it), the Task in full when [`settled_slot`] says so: like
 /// [`attach_settled`], which then has nothing left to read, but without reading the row
-/// back.
+/// back. `artifacts`, when given, are the Task's artifacts as the transaction leaves them,
+/// so only its history is read.
 fn settle_from_row(
     on: &impl Statements,
     events: &EventBus,
     update: &mut Published,
     after: crate::store::tasks::TaskRow,
+    artifacts: Option<Vec<crate::record::ArtifactRecord>>,
 ) {
     if let Some((_, slot)) = settled_slot(events, update) {
-        *slot = query::read_full(on, after, None, true).ok().map(Arc::new);
+        let read = query::read_full(on, after, None, artifacts.is_none());
+        *slot = read
+            .ok()
+            .map(|mut task| {
+                if let Some(artifacts) = artifacts {
+                    task.artifacts = artifacts;
+                }
+                task
+            })
+            .map(Arc::new);
     }
 }
 

@@ -266,6 +266,14 @@ pub fn append_history(
     Ok(())
 }
 
+/// The position the Task's next artifact takes (0 when it has none yet).
+pub fn next_artifact_n(tx: &WriteTx<'_, '_>, task: &TaskRow) -> Result<i64, StoreError> {
+    tx.with_statement(
+        "SELECT COALESCE(MAX(n) + 1, 0) FROM artifacts WHERE task_seq = ?1",
+        |s| s.query_row([task.seq], |r| r.get(0)),
+    )
+}
+
 pub fn append_artifact(
     tx: &WriteTx<'_, '_>,
     task: &TaskRow,

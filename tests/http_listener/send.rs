@@ -38,6 +38,38 @@ fn blocking_send_returns_the_settled_task_with_its_artifacts() {
 }
 
 #[test]
+fn a_blocking_answer_holds_the_artifacts_recorded_before_completion_and_with_it() {
+    // The writer answers a waiter without reading back the artifacts of the completion
+    // when the Task had none before; with one recorded earlier, it reads them all.
+    let server = Server::start();
+    for (n, (text, expected)) in [
+        ("gated", vec!["half way", "all done"]),
+        ("plain", vec!["echo: plain"]),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        if text == "gated" {
+            server.open_gate();
+        }
+        let reply = server.send(ALICE, &format!("m-{n}"), text, json!({}));
+        let task = &reply.json()["task"];
+        assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{task}");
+        let texts: Vec<&str> = task["artifacts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a["parts"][0]["text"].as_str().unwrap())
+            .collect();
+        assert_eq!(texts, expected);
+        // What a read returns is the same Task.
+        let id = task["id"].as_str().unwrap();
+        let read = server.call("GET", &format!("/tasks/{id}"), Some(ALICE), None);
+        assert_eq!(&read.json(), task);
+    }
+}
+
+#[test]
 fn return_immediately_answers_right_after_acceptance_and_a_blocking_send_is_bounded() {
     let server = Server::start_with(Arc::new(AlwaysTask), |c| c.blocking_timeout_ms = 300);
     let quick = server.call(
