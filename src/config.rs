@@ -110,6 +110,23 @@ mod tests {
     }
 
     #[test]
+    fn the_stream_coalescing_window_defaults_to_2_ms_and_takes_0_to_1000() {
+        let with = |value: Option<&str>| {
+            let mut pairs = vec![("A2A_CREDENTIALS_PATH", "/etc/a2a/credentials.json")];
+            pairs.extend(value.map(|v| ("A2A_STREAM_COALESCE_MS", v)));
+            ListenerConfig::from_env(&env(&pairs))
+        };
+        assert_eq!(with(None).unwrap().stream_coalesce_ms, 2);
+        assert_eq!(with(Some("0")).unwrap().stream_coalesce_ms, 0);
+        assert_eq!(with(Some("1000")).unwrap().stream_coalesce_ms, 1000);
+        for bad in ["1001", "-1", "soon"] {
+            let err = with(Some(bad)).unwrap_err();
+            assert_eq!(err.variable, "A2A_STREAM_COALESCE_MS");
+            assert!(err.message.contains("0..=1000"), "{}", err.message);
+        }
+    }
+
+    #[test]
     fn an_unusable_store_root_names_the_variable() {
         let err = store_root(&env(&[("CHANNELS_TASK_STORE_PATH", "relative/dir")])).unwrap_err();
         assert_eq!(err.variable, "CHANNELS_TASK_STORE_PATH");
@@ -154,6 +171,10 @@ pub struct ListenerConfig {
     /// not count against `max_connections`.
     pub max_streams: usize,
     pub max_streams_per_principal: usize,
+    /// How long `message:stream` holds a new Task's first frame (its snapshot) for the
+    /// Task's first update, so an agent that answers at once costs the stream one write
+    /// instead of two (`A2A_STREAM_COALESCE_MS`; 0 sends the snapshot at once).
+    pub stream_coalesce_ms: u64,
 }
 
 impl ListenerConfig {
@@ -175,6 +196,7 @@ impl ListenerConfig {
             write_timeout_ms: 10_000,
             max_streams: 1024,
             max_streams_per_principal: 256,
+            stream_coalesce_ms: 2,
         }
     }
 
@@ -249,6 +271,9 @@ impl ListenerConfig {
         }
         if let Some(n) = number("A2A_MAX_STREAMS_PER_PRINCIPAL", 1, 65_536)? {
             config.max_streams_per_principal = n as usize;
+        }
+        if let Some(ms) = number("A2A_STREAM_COALESCE_MS", 0, 1_000)? {
+            config.stream_coalesce_ms = ms;
         }
         Ok(config)
     }

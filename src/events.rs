@@ -296,6 +296,25 @@ pub struct TaskSubscription {
 }
 
 impl TaskSubscription {
+    /// Resolves once an update (or news of lost ones) waits to be taken, without taking it.
+    pub async fn ready(&mut self) {
+        poll_fn(|cx| {
+            let mut state = self.inbox.state.lock().unwrap_or_else(|p| p.into_inner());
+            if state.lagged > 0 || !state.queue.is_empty() {
+                return Poll::Ready(());
+            }
+            if !state
+                .waker
+                .as_ref()
+                .is_some_and(|w| w.will_wake(cx.waker()))
+            {
+                state.waker = Some(cx.waker().clone());
+            }
+            Poll::Pending
+        })
+        .await
+    }
+
     /// The next update, in publish order. `Err` once when the subscriber fell too far
     /// behind (updates were lost: read the Task again); later calls go on with the updates
     /// kept. Cancel-safe: an update is taken only when it is returned.

@@ -109,6 +109,9 @@ pub struct ListenerOptions {
     pub write_timeout_ms: Option<u32>,
     pub max_streams: Option<u32>,
     pub max_streams_per_principal: Option<u32>,
+    /// How long `message:stream` holds a new Task's first frame for its first update
+    /// (default 2; 0 sends it at once).
+    pub stream_coalesce_ms: Option<u32>,
     /// How long `executor` may take before the message becomes a Task (default 2000).
     pub executor_timeout_ms: Option<u32>,
     /// Answers a simple interaction with a direct A2A Message before any Task exists:
@@ -179,6 +182,11 @@ fn listener_config(o: ListenerOptions) -> Result<ListenerConfig> {
             "maxStreamsPerPrincipal",
             "A2A_MAX_STREAMS_PER_PRINCIPAL",
             number(o.max_streams_per_principal),
+        ),
+        (
+            "streamCoalesceMs",
+            "A2A_STREAM_COALESCE_MS",
+            number(o.stream_coalesce_ms),
         ),
     ];
     let overlay = |name: &str| -> Option<String> {

@@ -9,7 +9,7 @@ use hyper::{Request, Response, StatusCode};
 use super::blocking::awaited;
 use super::error::ApiError;
 use super::project::{project_with_history, task_snapshot};
-use super::task_stream::{stream_from, stream_task, wait_settled};
+use super::task_stream::{hold_first_frame, stream_from, stream_task, wait_settled};
 use super::{json_response, negotiate, sse, Body, Ctx};
 use crate::events::TaskSubscription;
 use crate::plane::{Acceptance, Inbound, Watch};
@@ -169,7 +169,10 @@ pub async fn stream(ctx: Ctx, req: Request<Incoming>) -> Result<Response<Body>, 
     match (acceptance.created, updates) {
         // A new Task of this caller's: its first frame is the Task as created, and the
         // subscription from that commit brings every update since.
-        (Some(created), Some(updates)) if created.principal == ctx.principal => {
+        (Some(created), Some(mut updates)) if created.principal == ctx.principal => {
+            if !created.state.is_settled() {
+                hold_first_frame(&ctx, &mut updates).await;
+            }
             let first = project_with_history(&ctx, &created, history_length);
             Ok(stream_from(ctx, slot, first, created.state, updates, true))
         }

@@ -70,6 +70,28 @@ pub async fn wait_settled(
     }
 }
 
+/// Holds a new Task's first `message:stream` frame until the Task's first update is there
+/// (`updates`, taken at the commit that accepted it), for at most `stream_coalesce_ms`
+/// (`A2A_STREAM_COALESCE_MS`), or until the listener shuts down. The snapshot then goes out
+/// in the same write as the updates already there: an agent that answers at once costs the
+/// stream one write, and one wake-up of its client, instead of two. Written as they came,
+/// the snapshot and the updates were two writes and the stream cost ~40% more of the
+/// listener's time than a blocking send (one-core `message:stream`: 2.3 socket writes per
+/// request, where a blocking send makes 1). The frames and their order are unchanged; only
+/// the snapshot can be later, by the window at most.
+pub async fn hold_first_frame(ctx: &Ctx, updates: &mut TaskSubscription) {
+    let window = ctx.shared.config.stream_coalesce_ms;
+    if window == 0 {
+        return;
+    }
+    let mut shutdown = ctx.shared.shutdown.clone();
+    tokio::select! {
+        _ = updates.ready() => {}
+        _ = tokio::time::sleep(Duration::from_millis(window)) => {}
+        _ = shutdown.changed() => {}
+    }
+}
+
 /// Streams a Task: its snapshot first, then live updates, until an update settles it
 /// (terminal or interrupted), the client leaves, or the listener shuts down. With
 /// `close_if_settled`, a snapshot that is settled already ends the stream at once.

@@ -2,6 +2,9 @@
 //! Message is one event.
 
 use std::sync::Arc;
+use std::time::Duration;
+
+use a2a_task_plane::plane::AlwaysTask;
 
 use serde_json::json;
 
@@ -95,4 +98,56 @@ fn a_new_tasks_stream_starts_with_what_a_read_of_the_task_returns() {
         .filter_map(|e| e.get("artifactUpdate").map(|a| a["artifact"].clone()))
         .collect();
     assert_eq!(serde_json::Value::from(artifacts), read["artifacts"]);
+}
+
+#[test]
+fn a_new_tasks_first_stream_frame_waits_for_its_first_update_at_most_the_coalescing_window() {
+    // Held for the Task's first update: the snapshot cannot arrive before the agent acts,
+    // and then arrives with the updates, in order.
+    let server = Server::start_with(Arc::new(AlwaysTask), |c| c.stream_coalesce_ms = 600);
+    let body =
+        json!({"message": {"messageId": "s-1", "role": "ROLE_USER", "parts": [{"text": "gated"}]}});
+    let started = std::time::Instant::now();
+    let gate_after = Duration::from_millis(200);
+    std::thread::scope(|scope| {
+        scope.spawn(|| {
+            std::thread::sleep(gate_after);
+            server.open_gate();
+        });
+        let mut stream = server.stream("POST", "/message:stream", ALICE, Some(body));
+        let first = stream.next_event().expect("the Task first");
+        assert!(
+            started.elapsed() >= gate_after,
+            "the snapshot left before the Task moved"
+        );
+        assert_eq!(
+            first["task"]["status"]["state"], "TASK_STATE_SUBMITTED",
+            "{first}"
+        );
+        let states: Vec<_> = stream
+            .rest()
+            .iter()
+            .filter_map(|e| {
+                e["statusUpdate"]["status"]["state"]
+                    .as_str()
+                    .map(str::to_string)
+            })
+            .collect();
+        assert_eq!(states, ["TASK_STATE_WORKING", "TASK_STATE_COMPLETED"]);
+    });
+    // A Task that does not move: the snapshot goes out when the window ends, not later
+    // than the Task's first update would have let it.
+    let started = std::time::Instant::now();
+    let body =
+        json!({"message": {"messageId": "s-2", "role": "ROLE_USER", "parts": [{"text": "hold"}]}});
+    let mut stream = server.stream("POST", "/message:stream", ALICE, Some(body));
+    let first = stream.next_event().expect("the Task first");
+    assert_eq!(
+        first["task"]["status"]["state"], "TASK_STATE_SUBMITTED",
+        "{first}"
+    );
+    assert!(
+        started.elapsed() >= Duration::from_millis(600),
+        "the window was not kept"
+    );
 }
