@@ -9,7 +9,7 @@ use std::collections::{HashMap, VecDeque};
 use std::future::poll_fn;
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
-use std::task::{Poll, Waker};
+use std::task::{Context, Poll, Waker};
 
 use crate::record::{ArtifactRecord, MessageRecord, TaskRecord, TaskState};
 
@@ -263,6 +263,15 @@ struct InboxState {
     waker: Option<Waker>,
 }
 
+impl InboxState {
+    /// Wakes the task of `cx` at the next push (the waker kept unless it wakes another task).
+    fn wake_next(&mut self, cx: &Context<'_>) {
+        if !self.waker.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+            self.waker = Some(cx.waker().clone());
+        }
+    }
+}
+
 impl Inbox {
     /// Queues `event`; a subscriber [`TASK_CHANNEL_CAPACITY`] behind loses its oldest
     /// update, and its next `recv` says so. Wakes the waiting subscriber (outside the lock).
@@ -303,13 +312,7 @@ impl TaskSubscription {
             if state.lagged > 0 || !state.queue.is_empty() {
                 return Poll::Ready(());
             }
-            if !state
-                .waker
-                .as_ref()
-                .is_some_and(|w| w.will_wake(cx.waker()))
-            {
-                state.waker = Some(cx.waker().clone());
-            }
+            state.wake_next(cx);
             Poll::Pending
         })
         .await
@@ -327,13 +330,7 @@ impl TaskSubscription {
             if let Some(event) = state.queue.pop_front() {
                 return Poll::Ready(Ok(event));
             }
-            if !state
-                .waker
-                .as_ref()
-                .is_some_and(|w| w.will_wake(cx.waker()))
-            {
-                state.waker = Some(cx.waker().clone());
-            }
+            state.wake_next(cx);
             Poll::Pending
         })
         .await
@@ -437,6 +434,31 @@ mod tests {
             );
             assert_eq!(at_ms(&event), 3);
             thread.join().unwrap();
+        });
+    }
+
+    #[test]
+    fn a_subscription_waits_ready_for_an_update_from_another_thread_and_leaves_it_to_recv() {
+        block_on(async {
+            let bus = Arc::new(EventBus::default());
+            let mut updates = bus.subscribe("t");
+            let publisher = bus.clone();
+            let thread = std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(50));
+                publisher.publish(status("t", TaskState::Working, 3));
+                publisher.publish(status("t", TaskState::Completed, 4));
+            });
+            let waiting = std::time::Instant::now();
+            updates.ready().await;
+            assert!(
+                waiting.elapsed() < Duration::from_secs(5),
+                "the publish woke the waiting subscription (not the 10 s park timeout)"
+            );
+            thread.join().unwrap();
+            // Ready again at once, and nothing was taken: both updates, in order.
+            updates.ready().await;
+            assert_eq!(at_ms(&updates.recv().await.unwrap()), 3);
+            assert_eq!(at_ms(&updates.recv().await.unwrap()), 4);
         });
     }
 
