@@ -5,6 +5,7 @@
 //! interrupt it with a question; `hold` leaves it SUBMITTED; `work` leaves it WORKING;
 //! `reject` rejects it; `gated` waits until the test opens the gate ([`Server::open_gate`]),
 //! then works, records a `progress` artifact and completes; `break` is a broken agent;
+//! `measure` completes with a `data` artifact of numbers that need all 17 digits;
 //! anything else completes with an `answer` artifact echoing the text.
 
 use std::net::SocketAddr;
@@ -296,6 +297,12 @@ fn act(plane: &TaskPlane, id: &str, gate: &mpsc::Receiver<()>) -> Result<(), Str
             plane.require_input(id, InterruptKind::AuthRequired, agent("sign in first"), None)
         }),
         t if t.starts_with("hold") => Ok(()),
+        t if t.starts_with("measure") => plane.start_work(id).and_then(|_| {
+            let numbers = json!({"x": 51.248178375505404, "y": -93.31137037688033});
+            let mut measured = artifact("measured", "");
+            measured.parts = vec![PartRecord::data(numbers)];
+            plane.complete(id, vec![measured], None)
+        }),
         // A broken agent: acts on a Task that does not exist.
         t if t.starts_with("break") => plane.start_work(&format!("{id}-missing")).map(|_| ()),
         t if t.starts_with("work") => plane.start_work(id).map(|_| ()),

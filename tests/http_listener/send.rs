@@ -70,6 +70,24 @@ fn a_blocking_answer_holds_the_artifacts_recorded_before_completion_and_with_it(
 }
 
 #[test]
+fn numbers_an_agent_records_are_answered_and_read_back_digit_for_digit() {
+    // 17 significant digits: serde_json's default parser reads these back one step off in
+    // the last digit; the store's JSON must read back as the numbers it was written from.
+    let server = Server::start();
+    let reply = server.send(ALICE, "m-1", "measure", json!({}));
+    let body = String::from_utf8_lossy(&reply.body).to_string();
+    assert!(body.contains("51.248178375505404"), "{body}");
+    assert!(body.contains("-93.31137037688033"), "{body}");
+    let task = &reply.json()["task"];
+    let id = task["id"].as_str().unwrap();
+    let read = server.call("GET", &format!("/tasks/{id}"), Some(ALICE), None);
+    let read_body = String::from_utf8_lossy(&read.body).to_string();
+    assert!(read_body.contains("51.248178375505404"), "{read_body}");
+    assert!(read_body.contains("-93.31137037688033"), "{read_body}");
+    assert_eq!(&read.json(), task);
+}
+
+#[test]
 fn return_immediately_answers_right_after_acceptance_and_a_blocking_send_is_bounded() {
     let server = Server::start_with(Arc::new(AlwaysTask), |c| c.blocking_timeout_ms = 300);
     let quick = server.call(
