@@ -416,16 +416,25 @@ mod tests {
         });
     }
 
+    /// A subscription to Task `t`, and a thread that publishes `t`'s updates at the given
+    /// times 50 ms from now (a subscriber waiting for them has nothing else to wake it).
+    fn updates_from_another_thread(at: &[i64]) -> (TaskSubscription, std::thread::JoinHandle<()>) {
+        let bus = Arc::new(EventBus::default());
+        let updates = bus.subscribe("t");
+        let at = at.to_vec();
+        let thread = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(50));
+            for n in at {
+                bus.publish(status("t", TaskState::Working, n));
+            }
+        });
+        (updates, thread)
+    }
+
     #[test]
     fn a_waiting_subscriber_wakes_when_an_update_is_published_from_another_thread() {
         block_on(async {
-            let bus = Arc::new(EventBus::default());
-            let mut updates = bus.subscribe("t");
-            let publisher = bus.clone();
-            let thread = std::thread::spawn(move || {
-                std::thread::sleep(Duration::from_millis(50));
-                publisher.publish(status("t", TaskState::Working, 3));
-            });
+            let (mut updates, thread) = updates_from_another_thread(&[3]);
             let waiting = std::time::Instant::now();
             let event = updates.recv().await.unwrap();
             assert!(
@@ -440,14 +449,7 @@ mod tests {
     #[test]
     fn a_subscription_waits_ready_for_an_update_from_another_thread_and_leaves_it_to_recv() {
         block_on(async {
-            let bus = Arc::new(EventBus::default());
-            let mut updates = bus.subscribe("t");
-            let publisher = bus.clone();
-            let thread = std::thread::spawn(move || {
-                std::thread::sleep(Duration::from_millis(50));
-                publisher.publish(status("t", TaskState::Working, 3));
-                publisher.publish(status("t", TaskState::Completed, 4));
-            });
+            let (mut updates, thread) = updates_from_another_thread(&[3, 4]);
             let waiting = std::time::Instant::now();
             updates.ready().await;
             assert!(
