@@ -264,6 +264,14 @@ struct InboxState {
 }
 
 impl InboxState {
+    /// The next update kept, or news of lost ones (once), if either waits.
+    fn take_next(&mut self) -> Option<Result<Arc<TaskEvent>, Lagged>> {
+        if self.lagged > 0 {
+            return Some(Err(Lagged(std::mem::take(&mut self.lagged))));
+        }
+        self.queue.pop_front().map(Ok)
+    }
+
     /// Wakes the task of `cx` at the next push (the waker kept unless it wakes another task).
     fn wake_next(&mut self, cx: &Context<'_>) {
         if !self.waker.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
@@ -324,16 +332,20 @@ impl TaskSubscription {
     pub async fn recv(&mut self) -> Result<Arc<TaskEvent>, Lagged> {
         poll_fn(|cx| {
             let mut state = self.inbox.state.lock().unwrap_or_else(|p| p.into_inner());
-            if state.lagged > 0 {
-                return Poll::Ready(Err(Lagged(std::mem::take(&mut state.lagged))));
-            }
-            if let Some(event) = state.queue.pop_front() {
-                return Poll::Ready(Ok(event));
+            if let Some(next) = state.take_next() {
+                return Poll::Ready(next);
             }
             state.wake_next(cx);
             Poll::Pending
         })
         .await
+    }
+
+    /// What [`TaskSubscription::recv`] would return at once, or `None` when nothing waits
+    /// yet (it does not wait).
+    pub fn try_recv(&mut self) -> Option<Result<Arc<TaskEvent>, Lagged>> {
+        let mut state = self.inbox.state.lock().unwrap_or_else(|p| p.into_inner());
+        state.take_next()
     }
 }
 

@@ -84,8 +84,7 @@ pub fn project_with_history(ctx: &Ctx, record: &TaskRecord, history_length: Opti
 }
 
 /// One durable update of a Task as this caller's stream frame.
-pub fn event_frame(ctx: &Ctx, event: &TaskEvent) -> StreamResponse {
-    let activated = &ctx.extensions;
+pub fn event_frame(activated: &[String], event: &TaskEvent) -> StreamResponse {
     let payload = match event {
         TaskEvent::Status {
             task_id,

@@ -98,12 +98,18 @@ impl<F: Frames> hyper::body::Body for EventBody<F> {
 
 /// One event as an SSE frame: a `data:` line and a blank line.
 pub fn frame(event: &StreamResponse) -> Bytes {
-    let mut line = Vec::with_capacity(256);
-    line.extend_from_slice(b"data: ");
+    let mut frames = Vec::with_capacity(256);
+    frame_into(&mut frames, event);
+    Bytes::from(frames)
+}
+
+/// Appends `event` to `frames` as an SSE frame ([`frame`]): frames that are ready together
+/// go to hyper as one piece of the body, one chunk on the wire.
+pub fn frame_into(frames: &mut Vec<u8>, event: &StreamResponse) {
+    frames.extend_from_slice(b"data: ");
     // Compact JSON never contains a raw newline, so one `data:` line holds the event.
-    wire::json::encode_into(&mut line, event);
-    line.extend_from_slice(b"\n\n");
-    Bytes::from(line)
+    wire::json::encode_into(frames, event);
+    frames.extend_from_slice(b"\n\n");
 }
 
 /// A comment frame that keeps idle connections (and proxies) from timing out.

@@ -129,21 +129,15 @@ pub fn stream_from(
     // A terminal snapshot always ends the stream (nothing more can happen), even when the
     // Task settled between the caller's checks and this read.
     let ends_now = state.is_terminal() || (close_if_settled && state.is_settled());
-    // Encoded here, so the stream keeps neither the record nor its wire copy: only the
-    // bytes, until the client has taken them.
-    let first = sse::frame(&StreamResponse {
-        payload: Some(stream_response::Payload::Task(first)),
-    });
-    let extensions = ctx.extensions.clone();
-    let shutdown = ctx.shared.shutdown.clone();
-    let then = TaskUpdates {
-        ctx,
+    let mut then = TaskUpdates {
+        extensions: ctx.extensions.clone(),
         updates,
-        shutdown,
+        shutdown: ctx.shared.shutdown.clone(),
         ended: ends_now,
         quiet: Quiet::new(),
     };
-    sse::response(&extensions, slot, first, then)
+    let first = then.first_piece(first);
+    sse::response(&ctx.extensions, slot, first, then)
 }
 
 /// The frames after a Task stream's snapshot: one per update of the Task, a keep-alive
@@ -151,7 +145,8 @@ pub fn stream_from(
 /// settles the Task, when the subscription falls behind or closes, or when the listener
 /// shuts down. A client that leaves drops it with its connection.
 struct TaskUpdates {
-    ctx: Ctx,
+    /// The extensions the caller activated (what its frames carry).
+    extensions: Vec<String>,
     updates: TaskSubscription,
     shutdown: tokio::sync::watch::Receiver<bool>,
     ended: bool,
@@ -195,7 +190,47 @@ impl Quiet {
     }
 }
 
+impl TaskUpdates {
+    /// The stream's first piece of body: the snapshot `first`, with the frames of the
+    /// updates already there. Encoded before the response goes out, so the stream keeps
+    /// neither the record nor its wire copy: only the bytes, until the client has taken
+    /// them.
+    fn first_piece(&mut self, first: Task) -> Bytes {
+        let mut frames = Vec::with_capacity(1024);
+        sse::frame_into(
+            &mut frames,
+            &StreamResponse {
+                payload: Some(stream_response::Payload::Task(first)),
+            },
+        );
+        self.take_waiting(&mut frames);
+        Bytes::from(frames)
+    }
+
+    /// Appends `event`'s frame to `frames`; the update that settles the Task ends the
+    /// stream.
+    fn append(&mut self, frames: &mut Vec<u8>, event: &TaskEvent) {
+        self.ended = event.state().is_some_and(TaskState::is_settled);
+        sse::frame_into(frames, &event_frame(&self.extensions, event));
+    }
+
+    /// Appends the frames of the updates that wait already, without waiting, until one
+    /// ends the stream. News of lost updates ends it too, after the frames before it (the
+    /// client reads the Task again), as it would have had it come by itself.
+    fn take_waiting(&mut self, frames: &mut Vec<u8>) {
+        while !self.ended {
+            match self.updates.try_recv() {
+                Some(Ok(event)) => self.append(frames, &event),
+                Some(Err(_)) => self.ended = true,
+                None => break,
+            }
+        }
+    }
+}
+
 impl sse::Frames for TaskUpdates {
+    /// The frames of the next update and of any that came with it (an agent's updates
+    /// committed together: one piece of the body, one write), or a keep-alive.
     async fn next(&mut self) -> Option<Bytes> {
         if self.ended {
             return None;
@@ -206,8 +241,10 @@ impl sse::Frames for TaskUpdates {
             biased;
             update = self.updates.recv() => {
                 let event = update.ok()?;
-                self.ended = event.state().is_some_and(TaskState::is_settled);
-                Some(sse::frame(&event_frame(&self.ctx, &event)))
+                let mut frames = Vec::with_capacity(512);
+                self.append(&mut frames, &event);
+                self.take_waiting(&mut frames);
+                Some(Bytes::from(frames))
             }
             _ = self.shutdown.changed() => None,
             _ = self.quiet.elapsed() => Some(sse::keep_alive()),
@@ -229,7 +266,117 @@ pub async fn stream_task(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::events::EventBus;
+    use sse::Frames;
     use std::time::Instant;
+
+    fn status(state: TaskState) -> TaskEvent {
+        TaskEvent::Status {
+            task_id: "t-1".into(),
+            context_id: "c-1".into(),
+            state,
+            message: None,
+            at_ms: 1_700_000_000_000,
+            settled: None,
+        }
+    }
+
+    /// What the stream sends for `events`, one frame after the other.
+    fn frames_of(events: &[TaskEvent]) -> Vec<u8> {
+        let mut frames = Vec::new();
+        for event in events {
+            sse::frame_into(&mut frames, &event_frame(&[], event));
+        }
+        frames
+    }
+
+    fn updates_of(bus: &EventBus) -> TaskUpdates {
+        TaskUpdates {
+            extensions: Vec::new(),
+            updates: bus.subscribe("t-1"),
+            shutdown: tokio::sync::watch::channel(false).1,
+            ended: false,
+            quiet: Quiet::new(),
+        }
+    }
+
+    fn snapshot() -> Task {
+        Task {
+            id: "t-1".into(),
+            context_id: "c-1".into(),
+            ..Task::default()
+        }
+    }
+
+    #[test]
+    fn updates_that_wait_together_go_out_as_one_piece_ending_at_the_one_that_settles() {
+        crate::http::test_runtime().block_on(async {
+            let bus = EventBus::default();
+            let mut stream = updates_of(&bus);
+            let first = stream.first_piece(snapshot());
+            let mut expected = Vec::new();
+            sse::frame_into(
+                &mut expected,
+                &StreamResponse {
+                    payload: Some(stream_response::Payload::Task(snapshot())),
+                },
+            );
+            assert_eq!(first, expected, "nothing waited: the snapshot alone");
+            let sent = [
+                status(TaskState::Working),
+                status(TaskState::Completed),
+                status(TaskState::Working),
+            ];
+            for event in sent.clone() {
+                bus.publish(event);
+            }
+            let piece = stream.next().await.expect("the updates");
+            assert_eq!(piece, frames_of(&sent[..2]));
+            assert_eq!(stream.next().await, None, "the settling update ends it");
+        });
+    }
+
+    #[test]
+    fn a_streams_first_piece_carries_the_snapshot_and_the_updates_already_there() {
+        crate::http::test_runtime().block_on(async {
+            let bus = EventBus::default();
+            let mut stream = updates_of(&bus);
+            bus.publish(status(TaskState::Working));
+            let first = stream.first_piece(snapshot());
+            let mut expected = Vec::new();
+            sse::frame_into(
+                &mut expected,
+                &StreamResponse {
+                    payload: Some(stream_response::Payload::Task(snapshot())),
+                },
+            );
+            expected.extend(frames_of(&[status(TaskState::Working)]));
+            assert_eq!(first, expected);
+            bus.publish(status(TaskState::InputRequired));
+            let piece = stream.next().await.expect("the next update");
+            assert_eq!(piece, frames_of(&[status(TaskState::InputRequired)]));
+            assert_eq!(stream.next().await, None, "an interrupted Task ends it");
+        });
+    }
+
+    #[test]
+    fn news_of_lost_updates_ends_a_stream_after_the_frames_before_it() {
+        crate::http::test_runtime().block_on(async {
+            let bus = EventBus::default();
+            let mut stream = updates_of(&bus);
+            for _ in 0..200 {
+                bus.publish(status(TaskState::Working));
+            }
+            let first = stream.first_piece(snapshot());
+            assert!(first.ends_with(b"\n\n") && first.starts_with(b"data: {\"task\""));
+            assert_eq!(
+                first.windows(6).filter(|w| w == b"data: ").count(),
+                1,
+                "the snapshot only: the updates after it were lost"
+            );
+            assert_eq!(stream.next().await, None);
+        });
+    }
 
     #[test]
     fn a_streams_keep_alive_clock_restarts_at_each_frame_and_again_after_it_fired() {
