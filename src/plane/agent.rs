@@ -353,3 +353,194 @@ impl TaskPlane {
         })
     }
 }
+
+/// The writer keeps the rows of live Tasks between its writes (`store::tasks`, "The
+/// writer's live rows"); the agent's writes are what it follows.
+#[cfg(test)]
+mod live_rows {
+    use super::*;
+    use crate::clock::ManualClock;
+    use crate::plane::{InterruptKind, PlaneOptions};
+    use crate::record::PartRecord;
+    use crate::store::StoreError;
+    use std::sync::Arc;
+
+    struct Root(std::path::PathBuf);
+    impl Drop for Root {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn plane_at(tag: &str, clock: &ManualClock) -> (Root, TaskPlane) {
+        let root = Root(std::env::temp_dir().join(format!("tp-{tag}-{}", crate::ids::mint())));
+        let plane = TaskPlane::open(
+            &root.0,
+            PlaneOptions {
+                clock: Arc::new(clock.clone()),
+                ..PlaneOptions::default()
+            },
+        )
+        .unwrap();
+        (root, plane)
+    }
+
+    /// The Task's row as the writer keeps it (`None`: not kept) and as the store holds it.
+    fn kept_and_stored(plane: &TaskPlane, task_id: &str) -> (Option<TaskRow>, TaskRow) {
+        let task_id = task_id.to_string();
+        plane
+            .store()
+            .write(move |tx| {
+                let kept = tx.live_rows().borrow().get(&task_id);
+                let stored = tasks::by_id(tx.conn(), &task_id)?.expect("the Task is stored");
+                Ok::<_, StoreError>((kept, stored))
+            })
+            .unwrap()
+    }
+
+    /// The kept row, which must be there and equal the stored one.
+    fn assert_kept_true(plane: &TaskPlane, task_id: &str, step: &str) -> TaskRow {
+        let (kept, stored) = kept_and_stored(plane, task_id);
+        assert_eq!(kept.as_ref(), Some(&stored), "after {step}");
+        stored
+    }
+
+    fn assert_not_kept(plane: &TaskPlane, task_id: &str, step: &str) {
+        assert_eq!(kept_and_stored(plane, task_id).0, None, "after {step}");
+    }
+
+    #[test]
+    fn the_writers_kept_row_of_a_live_task_is_the_row_the_store_holds() {
+        let clock = ManualClock::new(1_800_000_000_000);
+        let (_root, plane) = plane_at("live-rows", &clock);
+        let extensions = vec!["https://example.org/ext/v1".to_string()];
+        let task = plane
+            .accept_in_context(
+                "alice",
+                None,
+                MessageRecord::user_text("m-1", "work"),
+                extensions.clone(),
+            )
+            .unwrap()
+            .task_id
+            .unwrap();
+        let created = assert_kept_true(&plane, &task, "creation");
+        assert_eq!(created.record.extensions, extensions);
+        // Started in the millisecond it was created (the status time is left out of the
+        // statement), then an artifact a little later.
+        plane.start_work(&task).unwrap();
+        assert_kept_true(&plane, &task, "start in the same millisecond");
+        clock.advance(7);
+        plane
+            .record_artifact(
+                &task,
+                ArtifactRecord {
+                    artifact_id: "a-1".into(),
+                    name: Some("part".into()),
+                    description: None,
+                    parts: vec![PartRecord::text("half")],
+                    metadata: None,
+                    extensions: Vec::new(),
+                },
+            )
+            .unwrap();
+        assert_kept_true(&plane, &task, "an artifact");
+        // A question is a status message: the row is forgotten, and a read does not keep it.
+        plane
+            .require_input(
+                &task,
+                InterruptKind::InputRequired,
+                MessageRecord::agent(vec![PartRecord::text("which?")]),
+                None,
+            )
+            .unwrap();
+        assert_not_kept(&plane, &task, "a question");
+        plane
+            .store()
+            .write({
+                let task = task.clone();
+                move |tx| tasks::by_id(tx, &task).map(|_| ())
+            })
+            .unwrap();
+        assert_not_kept(&plane, &task, "a read of a Task with a status message");
+        // Answered: the continuation closes the request; a read keeps the row again, and
+        // the next start follows it at a later time.
+        clock.advance(3);
+        plane
+            .continue_task(
+                "alice",
+                &task,
+                None,
+                MessageRecord::user_text("m-2", "that"),
+                vec![],
+            )
+            .unwrap();
+        plane
+            .store()
+            .write({
+                let task = task.clone();
+                move |tx| tasks::by_id(tx, &task).map(|_| ())
+            })
+            .unwrap();
+        let answered = assert_kept_true(&plane, &task, "the answer and a read");
+        assert!(!answered.record.input_request_open);
+        assert_eq!(answered.input_request_seq, 1);
+        clock.advance(2);
+        plane.start_work(&task).unwrap();
+        let working = assert_kept_true(&plane, &task, "a start at a later time");
+        assert_eq!(working.record.status_ms, clock_now(&clock));
+        // Settled: terminal rows are never kept.
+        plane.complete(&task, vec![], None).unwrap();
+        assert_not_kept(&plane, &task, "completion");
+        plane.close();
+    }
+
+    fn clock_now(clock: &ManualClock) -> i64 {
+        crate::clock::Clock::now_ms(clock)
+    }
+
+    #[test]
+    fn a_rolled_back_status_change_leaves_no_kept_row_ahead_of_the_store() {
+        let clock = ManualClock::new(1_800_000_000_000);
+        let (_root, plane) = plane_at("live-rows-rollback", &clock);
+        let task = plane
+            .accept_in_context(
+                "alice",
+                None,
+                MessageRecord::user_text("m-1", "work"),
+                vec![],
+            )
+            .unwrap()
+            .task_id
+            .unwrap();
+        assert_kept_true(&plane, &task, "creation");
+        // A write that moves the Task to WORKING and then fails: its batch is rolled back.
+        let failed = plane.store().write({
+            let task = task.clone();
+            move |tx| {
+                let row = tasks::by_id(tx, &task)?.unwrap();
+                tasks::set_status(
+                    tx,
+                    &row,
+                    TaskState::Working,
+                    None,
+                    row.record.status_ms + 1,
+                    InputRequest::Unchanged,
+                )?;
+                Err::<(), _>(StoreError::Corrupt("fails after writing".into()))
+            }
+        });
+        assert!(failed.is_err());
+        let (kept, stored) = kept_and_stored(&plane, &task);
+        assert_eq!(
+            stored.record.state,
+            TaskState::Submitted,
+            "the change was rolled back"
+        );
+        assert!(
+            kept.is_none_or(|kept| kept == stored),
+            "the writer kept a row the store does not hold"
+        );
+        plane.close();
+    }
+}

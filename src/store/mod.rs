@@ -143,6 +143,9 @@ pub struct WriteTx<'a, 'c> {
     /// The transaction's changes to the kept Task counts, written just before it commits
     /// (`tasks::write_counts`).
     counts: RefCell<tasks::CountChanges>,
+    /// The writer's rows of live Tasks (kept across its transactions; see
+    /// [`tasks::LiveRows`]).
+    live: &'a RefCell<tasks::LiveRows>,
 }
 
 impl<'c> WriteTx<'_, 'c> {
@@ -157,6 +160,16 @@ impl<'c> WriteTx<'_, 'c> {
         f: impl FnOnce(&mut rusqlite::Statement<'c>) -> rusqlite::Result<R>,
     ) -> Result<R, StoreError> {
         self.prepared.run(sql, f)
+    }
+
+    /// The writer's rows of live Tasks ([`tasks::LiveRows`]).
+    pub(crate) fn live_rows(&self) -> &RefCell<tasks::LiveRows> {
+        self.live
+    }
+
+    /// Forgets the writer's rows of live Tasks (after something it cannot follow).
+    pub fn forget_live_rows(&self) {
+        self.live.borrow_mut().clear();
     }
 
     /// Counts one Task more (`by` 1) or fewer (`by` -1) of `principal` in `state`, as of
@@ -185,6 +198,11 @@ pub trait Statements {
         sql: &'static str,
         f: impl FnOnce(&mut rusqlite::Statement<'_>) -> rusqlite::Result<R>,
     ) -> Result<R, StoreError>;
+
+    /// The writer's rows of live Tasks, when this is the writer.
+    fn writer_rows(&self) -> Option<&RefCell<tasks::LiveRows>> {
+        None
+    }
 }
 
 impl Statements for Connection {
@@ -205,6 +223,10 @@ impl Statements for WriteTx<'_, '_> {
         f: impl FnOnce(&mut rusqlite::Statement<'_>) -> rusqlite::Result<R>,
     ) -> Result<R, StoreError> {
         self.prepared.run(sql, f)
+    }
+
+    fn writer_rows(&self) -> Option<&RefCell<tasks::LiveRows>> {
+        Some(self.live)
     }
 }
 
@@ -1050,6 +1072,7 @@ fn writer_loop(
     // that made glibc consolidate its free lists (~3% of the writer's time in a profile of
     // one-core `message:send`).
     let mut batch: Vec<Box<dyn Job>> = Vec::with_capacity(MAX_BATCH);
+    let live = RefCell::new(tasks::LiveRows::default());
     while let Ok(first) = receiver.recv() {
         batch.push(first);
         while batch.len() < MAX_BATCH {
@@ -1069,6 +1092,7 @@ fn writer_loop(
             prepared: &prepared,
             faults,
             counts: RefCell::default(),
+            live: &live,
         };
         let mut spoiled = None;
         for (at, job) in batch.iter_mut().enumerate() {
@@ -1098,6 +1122,7 @@ fn writer_loop(
                 if !conn.is_autocommit() {
                     let _ = conn.execute_batch("ROLLBACK");
                 }
+                tx.forget_live_rows();
                 batch
                     .drain(..)
                     .for_each(|job| job.complete(Some(err.clone())));
@@ -1129,6 +1154,8 @@ fn run_isolated(
     failed: usize,
 ) -> Result<(), StoreError> {
     let conn = tx.conn();
+    // Whatever happens next, the rows the writer kept may be ahead of the store now.
+    tx.forget_live_rows();
     if !conn.is_autocommit() {
         conn.execute_batch("ROLLBACK")?;
     }
@@ -1145,6 +1172,7 @@ fn run_isolated(
             savepoint(conn, "RELEASE job")
         } else {
             *tx.counts.borrow_mut() = counted;
+            tx.forget_live_rows();
             savepoint(conn, "ROLLBACK TO job").and_then(|_| savepoint(conn, "RELEASE job"))
         };
         end?;

@@ -2,6 +2,7 @@
 //! (scoped to its principal for callers), listed newest status first, and the SQL forms
 //! of the state sets the rules define on [`TaskState`] and [`TaskRecord`].
 
+use std::collections::HashMap;
 use std::sync::LazyLock;
 
 use rusqlite::types::Value as SqlValue;
@@ -12,7 +13,7 @@ use super::{sql_list, Statements, StoreError, WriteTx};
 use crate::record::{ArtifactRecord, Continuation, MessageRecord, TaskRecord, TaskState};
 
 /// A Task's row, without history or artifacts.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct TaskRow {
     /// Insertion order: the key of its history and artifacts, and the listing tiebreak.
     pub seq: i64,
@@ -136,14 +137,24 @@ fn states_sql(keep: impl Fn(TaskState) -> bool) -> String {
 
 // ---- One Task ---------------------------------------------------------------------------
 
-/// The row of Task `task_id`, whoever owns it.
+/// The row of Task `task_id`, whoever owns it. In the writer, a live Task's row it kept
+/// ([`LiveRows`]) instead of a read.
 pub fn by_id(on: &impl Statements, task_id: &str) -> Result<Option<TaskRow>, StoreError> {
     static SQL: LazyLock<String> =
         LazyLock::new(|| format!("SELECT {TASK_COLUMNS} FROM tasks WHERE task_id = ?1"));
-    on.statement(SQL.as_str(), |s| {
-        s.query_row([task_id], task_from_row).optional()
-    })?
-    .transpose()
+    let live = on.writer_rows();
+    if let Some(row) = live.and_then(|rows| rows.borrow().get(task_id)) {
+        return Ok(Some(row));
+    }
+    let row = on
+        .statement(SQL.as_str(), |s| {
+            s.query_row([task_id], task_from_row).optional()
+        })?
+        .transpose()?;
+    if let (Some(rows), Some(row)) = (live, &row) {
+        rows.borrow_mut().keep(row);
+    }
+    Ok(row)
 }
 
 /// The row of Task `task_id` if `principal` owns it. A foreign Task is `None`, exactly
@@ -199,7 +210,29 @@ pub fn insert(tx: &WriteTx<'_, '_>, task: &NewTask<'_>) -> Result<i64, StoreErro
         },
     )?;
     tx.count(task.principal, task.state, 1);
-    Ok(tx.conn().last_insert_rowid())
+    let seq = tx.conn().last_insert_rowid();
+    // The row as a read would give it (the columns not set above take their defaults).
+    tx.live_rows().borrow_mut().keep(&TaskRow {
+        seq,
+        record: TaskRecord {
+            task_id: task.task_id.to_string(),
+            principal: task.principal.to_string(),
+            context_id: task.context_id.to_string(),
+            source: task.source.to_string(),
+            continuation: task.continuation,
+            state: task.state,
+            status_message: None,
+            status_ms: task.now_ms,
+            created_ms: task.now_ms,
+            input_request_open: false,
+            extensions: task.extensions.to_vec(),
+            history: Vec::new(),
+            artifacts: Vec::new(),
+        },
+        input_request_seq: 0,
+        input_schema: None,
+    });
+    Ok(seq)
 }
 
 /// The first message of a Task just inserted (position 0 of its history).
@@ -378,11 +411,111 @@ pub fn set_status(
             schema
         ])
     })?;
+    tx.live_rows()
+        .borrow_mut()
+        .set_status(task, state, message.is_some(), now_ms, input_request);
     if task.record.state != state {
         tx.count(&task.record.principal, task.record.state, -1);
         tx.count(&task.record.principal, state, 1);
     }
     Ok(())
+}
+
+// ---- The writer's live rows -------------------------------------------------------------
+//
+// The writer reads a Task's row for nearly every write about it (is it live, in which
+// state, whose), and an agent that settles a Task at once writes it three times in a row:
+// created, WORKING, COMPLETED. Each read was an index seek and a row decode (~12k
+// instructions; callgrind, one-core message:send). The writer keeps the rows of live
+// Tasks as its own writes leave them, so the next write about the Task needs no read.
+//
+// Why a kept row is always the stored one: the tasks table has three writers, [`insert`]
+// and [`set_status`] (which keep or update the row after their statement ran) and
+// compaction's delete of terminal Tasks (never kept); the test
+// `a_statement_that_writes_the_tasks_table_keeps_the_writers_live_rows_true` fails when a
+// fourth appears. The writer forgets every kept row whenever it rolls anything back (a
+// failed batch, a job's savepoint), so a row is never ahead of the store; the tests in
+// `plane::agent::live_rows` compare kept and stored rows through an agent's writes and a
+// rollback. Only what is small and hot is kept: live Tasks without a status message or
+// input schema, at most [`LIVE_ROWS_AT_MOST`]. Readers never see them: only the writer's
+// own reads ([`by_id`] on a [`WriteTx`]) do.
+
+/// At most this many rows are kept (~0.5 KB each); past it the writer starts again.
+const LIVE_ROWS_AT_MOST: usize = 4096;
+
+/// The rows of live Tasks, by id, as the writer's own transactions leave them.
+#[derive(Debug, Default)]
+pub struct LiveRows {
+    rows: HashMap<String, TaskRow>,
+}
+
+impl LiveRows {
+    pub(crate) fn get(&self, task_id: &str) -> Option<TaskRow> {
+        self.rows.get(task_id).cloned()
+    }
+
+    /// Keeps `row` (the row as stored) if it is worth keeping, else forgets the Task's.
+    fn keep(&mut self, row: &TaskRow) {
+        let record = &row.record;
+        if record.state.is_terminal()
+            || record.status_message.is_some()
+            || row.input_schema.is_some()
+            || !record.history.is_empty()
+            || !record.artifacts.is_empty()
+        {
+            self.rows.remove(&record.task_id);
+            return;
+        }
+        if self.rows.len() >= LIVE_ROWS_AT_MOST && !self.rows.contains_key(&record.task_id) {
+            self.rows.clear();
+        }
+        self.rows.insert(record.task_id.clone(), row.clone());
+    }
+
+    /// What [`set_status`]'s statement did to the row, done to the kept one: `task` is the
+    /// row the caller changed, `with_message` whether the status carries a message.
+    fn set_status(
+        &mut self,
+        task: &TaskRow,
+        state: TaskState,
+        with_message: bool,
+        now_ms: i64,
+        input_request: InputRequest<'_>,
+    ) {
+        let Some(row) = self.rows.get_mut(&task.record.task_id) else {
+            return;
+        };
+        if state.is_terminal()
+            || with_message
+            || matches!(input_request, InputRequest::Open(Some(_)))
+        {
+            self.rows.remove(&task.record.task_id);
+            return;
+        }
+        row.record.state = state;
+        row.record.status_message = None;
+        // The statement leaves `status_ms` out when it equals the caller's row's.
+        if now_ms != task.record.status_ms {
+            row.record.status_ms = now_ms;
+        }
+        match input_request {
+            InputRequest::Unchanged => {}
+            InputRequest::Open(_) => {
+                row.record.input_request_open = true;
+                row.input_request_seq += 1;
+                row.input_schema = None;
+            }
+            InputRequest::Closed => {
+                row.record.input_request_open = false;
+                row.input_schema = None;
+            }
+        }
+    }
+
+    /// Forgets every kept row (after a rollback).
+    pub fn clear(&mut self) {
+        self.rows.clear();
+    }
 }
 
 // ---- Kept counts ------------------------------------------------------------------------
@@ -595,4 +728,79 @@ pub fn summaries(
         });
     }
     Ok(found)
+}
+
+#[cfg(test)]
+mod tests {
+
+    /// Every statement in the crate's sources that writes the tasks table, as (file, the
+    /// statement's first words), whitespace folded and lowercased.
+    fn statements_writing_tasks() -> Vec<(String, String)> {
+        let mut found = Vec::new();
+        let mut dirs = vec![std::path::PathBuf::from(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/src"
+        ))];
+        while let Some(dir) = dirs.pop() {
+            for entry in std::fs::read_dir(&dir).unwrap() {
+                let path = entry.unwrap().path();
+                if path.is_dir() {
+                    dirs.push(path);
+                    continue;
+                }
+                if path.extension().is_none_or(|e| e != "rs") {
+                    continue;
+                }
+                // The code before the file's tests, without its comments.
+                let source = std::fs::read_to_string(&path).unwrap();
+                let text = source
+                    .lines()
+                    .take_while(|line| line.trim() != "#[cfg(test)]")
+                    .filter(|line| !line.trim_start().starts_with("//"))
+                    .collect::<Vec<_>>()
+                    .join("\n")
+                    .to_ascii_lowercase();
+                let words: Vec<&str> = text
+                    .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                    .filter(|w| !w.is_empty())
+                    .collect();
+                for (i, pair) in words.windows(2).enumerate() {
+                    // `update tasks`, `delete from tasks`, `insert [or …] into tasks`.
+                    if pair[1] == "tasks" && matches!(pair[0], "update" | "from" | "into") {
+                        let from_delete = pair[0] != "from" || (i > 0 && words[i - 1] == "delete");
+                        if from_delete {
+                            let file = path.strip_prefix(env!("CARGO_MANIFEST_DIR")).unwrap();
+                            found.push((
+                                file.display().to_string(),
+                                format!("{} {}", pair[0], pair[1]),
+                            ));
+                        }
+                    }
+                }
+            }
+        }
+        found.sort();
+        found
+    }
+
+    #[test]
+    fn a_statement_that_writes_the_tasks_table_keeps_the_writers_live_rows_true() {
+        // The writer's kept rows (`LiveRows`) are true because every statement that writes
+        // the tasks table keeps them so: `insert` and `set_status` update them, and
+        // compaction deletes only terminal Tasks (never kept) and forgets them anyway. A
+        // new statement here must do the same (and be listed), or a kept row goes stale.
+        assert_eq!(
+            statements_writing_tasks(),
+            vec![
+                (
+                    "src/store/retention.rs".to_string(),
+                    "from tasks".to_string()
+                ),
+                ("src/store/tasks.rs".to_string(), "into tasks".to_string()),
+                ("src/store/tasks.rs".to_string(), "update tasks".to_string()),
+            ],
+            "a statement writes the tasks table: keep the writer's LiveRows true for it \
+             (see \"The writer's live rows\" in src/store/tasks.rs), then list it here"
+        );
+    }
 }
