@@ -75,7 +75,7 @@ impl TaskPlane {
                     vec![],
                 ));
             }
-            let Some(task) = tasks::by_id(conn, &task_id)? else {
+            let Some(task) = tasks::by_id(tx, &task_id)? else {
                 return Ok((Delivery::Skipped(format!("task {task_id} is gone")), vec![]));
             };
             let state = task.record.state;
@@ -145,7 +145,7 @@ impl TaskPlane {
             unhealthy_wake_evidence(tx, &kind, &activation_id, &task_id, &reason, now)?;
             let newest = claims::newest_for_task(conn, &task_id)?;
             let mut published = vec![];
-            if let Some(task) = tasks::by_id(conn, &task_id)? {
+            if let Some(task) = tasks::by_id(tx, &task_id)? {
                 if newest.as_deref() == Some(activation_id.as_str())
                     && !task.record.state.is_terminal()
                     && !task.record.awaits_caller()
