@@ -308,20 +308,29 @@ mod tests {
         }
     }
 
+    /// The snapshot's own frame.
+    fn snapshot_frame() -> Vec<u8> {
+        let mut frame = Vec::new();
+        sse::frame_into(
+            &mut frame,
+            &StreamResponse {
+                payload: Some(stream_response::Payload::Task(snapshot())),
+            },
+        );
+        frame
+    }
+
     #[test]
     fn updates_that_wait_together_go_out_as_one_piece_ending_at_the_one_that_settles() {
         crate::http::test_runtime().block_on(async {
             let bus = EventBus::default();
             let mut stream = updates_of(&bus);
             let first = stream.first_piece(snapshot());
-            let mut expected = Vec::new();
-            sse::frame_into(
-                &mut expected,
-                &StreamResponse {
-                    payload: Some(stream_response::Payload::Task(snapshot())),
-                },
+            assert_eq!(
+                first,
+                snapshot_frame(),
+                "nothing waited: the snapshot alone"
             );
-            assert_eq!(first, expected, "nothing waited: the snapshot alone");
             let sent = [
                 status(TaskState::Working),
                 status(TaskState::Completed),
@@ -343,13 +352,7 @@ mod tests {
             let mut stream = updates_of(&bus);
             bus.publish(status(TaskState::Working));
             let first = stream.first_piece(snapshot());
-            let mut expected = Vec::new();
-            sse::frame_into(
-                &mut expected,
-                &StreamResponse {
-                    payload: Some(stream_response::Payload::Task(snapshot())),
-                },
-            );
+            let mut expected = snapshot_frame();
             expected.extend(frames_of(&[status(TaskState::Working)]));
             assert_eq!(first, expected);
             bus.publish(status(TaskState::InputRequired));

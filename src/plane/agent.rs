@@ -398,6 +398,15 @@ mod live_rows {
             .unwrap()
     }
 
+    /// Reads the Task's row the way the writer's jobs do (which keeps it, if it may).
+    fn read_in_writer(plane: &TaskPlane, task_id: &str) {
+        let task_id = task_id.to_string();
+        plane
+            .store()
+            .write(move |tx| tasks::by_id(tx, &task_id).map(|_| ()))
+            .unwrap();
+    }
+
     /// The kept row, which must be there and equal the stored one.
     fn assert_kept_true(plane: &TaskPlane, task_id: &str, step: &str) -> TaskRow {
         let (kept, stored) = kept_and_stored(plane, task_id);
@@ -455,13 +464,7 @@ mod live_rows {
             )
             .unwrap();
         assert_not_kept(&plane, &task, "a question");
-        plane
-            .store()
-            .write({
-                let task = task.clone();
-                move |tx| tasks::by_id(tx, &task).map(|_| ())
-            })
-            .unwrap();
+        read_in_writer(&plane, &task);
         assert_not_kept(&plane, &task, "a read of a Task with a status message");
         // Answered: the continuation closes the request; a read keeps the row again, and
         // the next start follows it at a later time.
@@ -475,13 +478,7 @@ mod live_rows {
                 vec![],
             )
             .unwrap();
-        plane
-            .store()
-            .write({
-                let task = task.clone();
-                move |tx| tasks::by_id(tx, &task).map(|_| ())
-            })
-            .unwrap();
+        read_in_writer(&plane, &task);
         let answered = assert_kept_true(&plane, &task, "the answer and a read");
         assert!(!answered.record.input_request_open);
         assert_eq!(answered.input_request_seq, 1);

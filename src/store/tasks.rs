@@ -482,34 +482,25 @@ impl LiveRows {
         now_ms: i64,
         input_request: InputRequest<'_>,
     ) {
-        let Some(row) = self.rows.get_mut(&task.record.task_id) else {
+        // Taken out, changed like a row read back would be ([`TaskRow::with_status`]), and
+        // put back only if it is still worth keeping.
+        let Some((task_id, row)) = self.rows.remove_entry(&task.record.task_id) else {
             return;
         };
         if state.is_terminal()
             || with_message
             || matches!(input_request, InputRequest::Open(Some(_)))
         {
-            self.rows.remove(&task.record.task_id);
             return;
         }
-        row.record.state = state;
-        row.record.status_message = None;
         // The statement leaves `status_ms` out when it equals the caller's row's.
-        if now_ms != task.record.status_ms {
-            row.record.status_ms = now_ms;
-        }
-        match input_request {
-            InputRequest::Unchanged => {}
-            InputRequest::Open(_) => {
-                row.record.input_request_open = true;
-                row.input_request_seq += 1;
-                row.input_schema = None;
-            }
-            InputRequest::Closed => {
-                row.record.input_request_open = false;
-                row.input_schema = None;
-            }
-        }
+        let status_ms = if now_ms == task.record.status_ms {
+            row.record.status_ms
+        } else {
+            now_ms
+        };
+        let row = row.with_status(state, None, status_ms, input_request);
+        self.rows.insert(task_id, row);
     }
 
     /// Forgets every kept row (after a rollback).
