@@ -244,6 +244,86 @@ fn a_failed_job_does_not_undo_the_jobs_that_share_its_commit() {
     assert_eq!(count(&db, "SELECT COUNT(*) FROM history"), 63);
 }
 
+/// SQLite rolls a transaction back by itself on some I/O and memory errors, even during a
+/// read the job goes on without. The jobs after it in the batch must not then commit
+/// statement by statement: the batch runs again in a new transaction (or fails as a
+/// whole), so a caller told its write failed never finds it in the store.
+#[test]
+fn a_transaction_lost_under_a_job_that_went_on_leaves_no_write_of_its_batch_half_done() {
+    use a2a_task_plane::store::Store;
+    use std::sync::mpsc;
+    use std::sync::Mutex;
+
+    let tmp = TempRoot::new("lost-tx");
+    let plane = open(&tmp.store());
+    let store: Store = plane.store().clone();
+    // Hold the writer inside one job, so the next two are taken into one batch.
+    let (held, writer_held) = mpsc::channel::<()>();
+    let (release, released) = mpsc::channel::<()>();
+    let released = Mutex::new(released);
+    assert!(store
+        .submit(
+            move |_| {
+                let _ = held.send(());
+                let _ = released.lock().unwrap().recv();
+                Ok::<(), StoreError>(())
+            },
+            None,
+            Box::new(|_| {}),
+        )
+        .is_none());
+    writer_held.recv().unwrap();
+    // A: its transaction is rolled back under it (as SQLite does on an I/O error), and it
+    // reports success. B: an ordinary write after it in the same batch.
+    let (a_done, a_outcome) = mpsc::channel();
+    let (b_done, b_outcome) = mpsc::channel();
+    assert!(store
+        .submit(
+            |tx| Ok::<(), StoreError>(tx.conn().execute_batch("ROLLBACK")?),
+            None,
+            Box::new(move |r| {
+                let _ = a_done.send(r);
+            }),
+        )
+        .is_none());
+    assert!(store
+        .submit(
+            |tx| {
+                Ok::<(), StoreError>(
+                    tx.conn()
+                        .execute_batch("CREATE TABLE probe (x); INSERT INTO probe VALUES (1)")?,
+                )
+            },
+            None,
+            Box::new(move |r| {
+                let _ = b_done.send(r);
+            }),
+        )
+        .is_none());
+    release.send(()).unwrap();
+    let a = a_outcome.recv().unwrap();
+    let b = b_outcome.recv().unwrap();
+    let db = plane.store().db_path().to_path_buf();
+    let probe = count(
+        &db,
+        "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'probe'",
+    );
+    assert_eq!(
+        probe,
+        i64::from(b.is_ok()),
+        "B was answered {b:?} but its table is {} the store",
+        if probe == 1 { "in" } else { "not in" }
+    );
+    assert!(
+        a.is_err(),
+        "A's transaction was lost, yet it was answered Ok"
+    );
+    // The store goes on.
+    plane
+        .accept_in_context("alice", None, user("after", "x"), vec![])
+        .unwrap();
+}
+
 /// One caller's writes through `InOrder` are applied in the order it made them, also when
 /// the write queue is full: the first write that finds no room is sent from a thread of
 /// its own, and the writes made after it wait behind it instead of taking the room that

@@ -149,6 +149,9 @@ pub struct WriteTx<'a, 'c> {
 }
 
 impl<'c> WriteTx<'_, 'c> {
+    /// The writer's connection, for statements the typed store functions do not cover. A
+    /// write to the `tasks` table made here must call [`WriteTx::forget_live_rows`]: the
+    /// writer keeps live Tasks' rows ([`tasks::LiveRows`]) and would not see it.
     pub fn conn(&self) -> &'c Connection {
         self.prepared.conn
     }
@@ -1055,10 +1058,11 @@ fn savepoint(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
 /// journal first (a profile of one-core `message:send` put ~30% of the writer's work in
 /// those copies, their allocations and the savepoint statements). So the jobs run without
 /// savepoints, and the rare failure that leaves writes behind is undone by the
-/// transaction: a job that fails having changed rows, or after SQLite itself rolled the
-/// transaction back (disk full, I/O error), sends the batch through [`run_isolated`],
-/// which starts over with each job in its own savepoint. A job that fails without
-/// changing anything (a refused rule, checked before it writes) needs nothing undone.
+/// transaction: a job that fails having changed rows, or any job after which SQLite itself
+/// had rolled the transaction back (disk full, I/O error; even one that went on without
+/// the failed read), sends the batch through [`run_isolated`], which starts over with each
+/// job in its own savepoint. A job that fails without changing anything (a refused rule,
+/// checked before it writes) needs nothing undone.
 fn writer_loop(
     conn: Connection,
     receiver: Receiver<Box<dyn Job>>,
@@ -1097,8 +1101,17 @@ fn writer_loop(
         let mut spoiled = None;
         for (at, job) in batch.iter_mut().enumerate() {
             let before = conn.total_changes();
-            if !job.run(&tx) && (conn.total_changes() != before || conn.is_autocommit()) {
-                spoiled = Some(at);
+            let ok = job.run(&tx);
+            if conn.is_autocommit() {
+                // The transaction itself is gone (SQLite rolls it back on some I/O and
+                // memory errors, even in a read a job went on without): what ran before
+                // is undone, and whatever ran next would commit statement by statement.
+                // Every job runs again, this one too unless it failed.
+                spoiled = Some((!ok).then_some(at));
+                break;
+            }
+            if !ok && conn.total_changes() != before {
+                spoiled = Some(Some(at));
                 break;
             }
         }
@@ -1143,15 +1156,16 @@ fn writer_loop(
 }
 
 /// The batch again, each job in its own savepoint, after job `failed` failed and left
-/// writes behind (or lost the transaction): rolls the transaction back and starts a new
-/// one in which every other job runs again (a job is a function of the store's state, so
-/// running it again gives its answer against the state it will commit with), and job
-/// `failed` keeps its error without running again. Any failure here is isolated by its
-/// savepoint; an error that ends the transaction itself is returned for every job.
+/// writes behind, or after the transaction was lost: rolls the transaction back and starts
+/// a new one in which every other job runs again (a job is a function of the store's
+/// state, so running it again gives its answer against the state it will commit with),
+/// and job `failed` (if one failed) keeps its error without running again. Any failure
+/// here is isolated by its savepoint; an error that ends the transaction itself is
+/// returned for every job.
 fn run_isolated(
     tx: &WriteTx<'_, '_>,
     batch: &mut [Box<dyn Job>],
-    failed: usize,
+    failed: Option<usize>,
 ) -> Result<(), StoreError> {
     let conn = tx.conn();
     // Whatever happens next, the rows the writer kept may be ahead of the store now.
@@ -1163,7 +1177,7 @@ fn run_isolated(
     tx.counts.borrow_mut().clear();
     conn.execute_batch("BEGIN IMMEDIATE")?;
     for (at, job) in batch.iter_mut().enumerate() {
-        if at == failed {
+        if Some(at) == failed {
             continue;
         }
         savepoint(conn, "SAVEPOINT job")?;
