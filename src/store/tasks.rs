@@ -192,7 +192,8 @@ pub struct NewTask<'a> {
 pub fn insert(tx: &WriteTx<'_, '_>, task: &NewTask<'_>) -> Result<i64, StoreError> {
     let extensions = serde_json::to_string(task.extensions)?;
     // No `RETURNING seq`: SQLite runs a RETURNING clause as a trigger, and a statement with
-    // a trigger copies every page it touches into a statement journal first.
+    // a trigger copies every page it touches into a statement journal first. The row kept
+    // below (`LiveRows`) must stay what this statement stores.
     tx.with_statement(
         "INSERT INTO tasks (task_id, principal, context_id, source, continuation, state, status_ms, created_ms, extensions) \
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, ?8)",
@@ -383,7 +384,8 @@ pub fn set_status(
     // the two indexes keyed by it (by principal, by context) alone instead of moving the
     // Task's entry in each to where it already is.
     // One statement text, with or without the status time (a literal, so each variant is
-    // a `&'static str` the writer keeps compiled).
+    // a `&'static str` the writer keeps compiled). `LiveRows::set_status` must make the
+    // same change to a kept row.
     macro_rules! update_status {
         ($status_ms:literal) => {
             concat!(
@@ -724,14 +726,97 @@ pub fn summaries(
 #[cfg(test)]
 mod tests {
 
-    /// Every statement in the crate's sources that writes the tasks table, as (file, the
-    /// statement's first words), whitespace folded and lowercased.
-    fn statements_writing_tasks() -> Vec<(String, String)> {
+    /// The string literals of a Rust source (plain, byte and raw), outside `//` comments.
+    fn string_literals(source: &str) -> Vec<String> {
+        let mut literals = Vec::new();
+        // Whole-line comments out (a literal may span lines).
+        let code: String = source
+            .lines()
+            .filter(|l| !l.trim_start().starts_with("//"))
+            .collect::<Vec<_>>()
+            .join("\n");
+        let chars: Vec<char> = code.chars().collect();
+        let mut i = 0;
+        while i < chars.len() {
+            match chars[i] {
+                // A char literal holding a quote: `'"'`.
+                '\'' if chars.get(i + 1) == Some(&'"') && chars.get(i + 2) == Some(&'\'') => i += 3,
+                'r' if matches!(chars.get(i + 1), Some('"') | Some('#'))
+                    && (i == 0 || !(chars[i - 1].is_alphanumeric() || chars[i - 1] == '_')) =>
+                {
+                    let hashes = chars[i + 1..].iter().take_while(|c| **c == '#').count();
+                    if chars.get(i + 1 + hashes) != Some(&'"') {
+                        i += 1;
+                        continue;
+                    }
+                    let close: String = std::iter::once('"')
+                        .chain((0..hashes).map(|_| '#'))
+                        .collect();
+                    let body_start = i + 2 + hashes;
+                    let body: String = chars[body_start..].iter().collect();
+                    let end = body.find(&close).map_or(body.len(), |e| e);
+                    literals.push(body[..end].to_string());
+                    i = body_start + body[..end].chars().count() + close.chars().count();
+                }
+                '"' => {
+                    let mut literal = String::new();
+                    i += 1;
+                    while i < chars.len() && chars[i] != '"' {
+                        if chars[i] == '\\' {
+                            i += 1;
+                        }
+                        if let Some(c) = chars.get(i) {
+                            literal.push(*c);
+                        }
+                        i += 1;
+                    }
+                    literals.push(literal);
+                    i += 1;
+                }
+                _ => i += 1,
+            }
+        }
+        literals
+    }
+
+    /// What `sql` does to the tasks table, if it writes it: `insert`, `update` or `delete`
+    /// (with `or …` conflict clauses and a `main.`/`temp.` schema name allowed).
+    fn writes_tasks(sql: &str) -> Vec<&'static str> {
+        let sql = sql.to_ascii_lowercase();
+        let words: Vec<&str> = sql
+            .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .filter(|w| !w.is_empty())
+            .collect();
         let mut found = Vec::new();
-        let mut dirs = vec![std::path::PathBuf::from(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/src"
-        ))];
+        for (k, word) in words.iter().enumerate() {
+            if *word != "tasks" {
+                continue;
+            }
+            // The words before the table name, nearest first, past a schema name.
+            let mut before = words[..k].iter().rev().copied().peekable();
+            if matches!(before.peek(), Some(&"main") | Some(&"temp")) {
+                before.next();
+            }
+            let before: Vec<&str> = before.take(3).collect();
+            match before.as_slice() {
+                ["into", ..] => found.push("insert"),
+                ["update", ..] | [_, "or", "update", ..] => found.push("update"),
+                ["from", "delete", ..] => found.push("delete"),
+                _ => {}
+            }
+        }
+        found
+    }
+
+    /// Every statement in the crate's sources and tests that writes the tasks table, as
+    /// (file, what it does).
+    fn statements_writing_tasks() -> Vec<(String, &'static str)> {
+        let root = env!("CARGO_MANIFEST_DIR");
+        let mut found = Vec::new();
+        let mut dirs = vec![
+            std::path::Path::new(root).join("src"),
+            std::path::Path::new(root).join("tests"),
+        ];
         while let Some(dir) = dirs.pop() {
             for entry in std::fs::read_dir(&dir).unwrap() {
                 let path = entry.unwrap().path();
@@ -742,36 +827,55 @@ mod tests {
                 if path.extension().is_none_or(|e| e != "rs") {
                     continue;
                 }
-                // The code before the file's tests, without its comments.
-                let source = std::fs::read_to_string(&path).unwrap();
-                let text = source
-                    .lines()
-                    .take_while(|line| line.trim() != "#[cfg(test)]")
-                    .filter(|line| !line.trim_start().starts_with("//"))
-                    .collect::<Vec<_>>()
-                    .join("\n")
-                    .to_ascii_lowercase();
-                let words: Vec<&str> = text
-                    .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-                    .filter(|w| !w.is_empty())
-                    .collect();
-                for (i, pair) in words.windows(2).enumerate() {
-                    // `update tasks`, `delete from tasks`, `insert [or …] into tasks`.
-                    if pair[1] == "tasks" && matches!(pair[0], "update" | "from" | "into") {
-                        let from_delete = pair[0] != "from" || (i > 0 && words[i - 1] == "delete");
-                        if from_delete {
-                            let file = path.strip_prefix(env!("CARGO_MANIFEST_DIR")).unwrap();
-                            found.push((
-                                file.display().to_string(),
-                                format!("{} {}", pair[0], pair[1]),
-                            ));
-                        }
+                let mut source = std::fs::read_to_string(&path).unwrap();
+                let file = path.strip_prefix(root).unwrap().display().to_string();
+                if file == "src/store/tasks.rs" {
+                    // This file's own tests hold writes as examples for the scan.
+                    let tests = source.rfind("#[cfg(test)]").unwrap();
+                    source.truncate(tests);
+                }
+                for literal in string_literals(&source) {
+                    for what in writes_tasks(&literal) {
+                        found.push((file.clone(), what));
                     }
                 }
             }
         }
         found.sort();
         found
+    }
+
+    #[test]
+    fn the_tasks_table_writer_scan_sees_every_form_of_a_write() {
+        for sql in [
+            "UPDATE tasks SET state = ?1",
+            "update or ignore tasks set x = 1",
+            "UPDATE main.tasks SET x = 1",
+            "DELETE FROM tasks WHERE seq = 1",
+            "delete from temp.tasks",
+            "INSERT INTO tasks (a) VALUES (1)",
+            "INSERT OR REPLACE INTO tasks VALUES (1)",
+            "REPLACE INTO tasks VALUES (1)",
+            "INSERT INTO main.tasks VALUES (1) ON CONFLICT DO NOTHING",
+        ] {
+            assert_eq!(writes_tasks(sql).len(), 1, "{sql}");
+        }
+        for sql in [
+            "SELECT * FROM tasks",
+            "INSERT INTO task_counts SELECT principal FROM tasks",
+            "CREATE TRIGGER t AFTER DELETE ON tasks BEGIN SELECT 1; END",
+            "DELETE FROM history WHERE task_seq IN (SELECT seq FROM tasks)",
+        ] {
+            assert_eq!(writes_tasks(sql), Vec::<&str>::new(), "{sql}");
+        }
+        let source = "let a = r#\"UPDATE tasks SET x\"#; let b = '\"'; let c = \"it's \\\"DELETE FROM tasks\\\"\";";
+        assert_eq!(
+            string_literals(source),
+            vec![
+                "UPDATE tasks SET x".to_string(),
+                "it's \"DELETE FROM tasks\"".to_string()
+            ]
+        );
     }
 
     #[test]
@@ -783,12 +887,14 @@ mod tests {
         assert_eq!(
             statements_writing_tasks(),
             vec![
-                (
-                    "src/store/retention.rs".to_string(),
-                    "from tasks".to_string()
-                ),
-                ("src/store/tasks.rs".to_string(), "into tasks".to_string()),
-                ("src/store/tasks.rs".to_string(), "update tasks".to_string()),
+                ("src/store/retention.rs".to_string(), "delete"),
+                ("src/store/tasks.rs".to_string(), "insert"),
+                ("src/store/tasks.rs".to_string(), "update"),
+                // Tests: a raw delete inside a writer job, which forgets the kept rows
+                // itself; a delete and an update on a closed store (no writer).
+                ("tests/retention.rs".to_string(), "delete"),
+                ("tests/retention.rs".to_string(), "delete"),
+                ("tests/retention.rs".to_string(), "update"),
             ],
             "a statement writes the tasks table: keep the writer's LiveRows true for it \
              (see \"The writer's live rows\" in src/store/tasks.rs), then list it here"
