@@ -9,7 +9,9 @@
 //!
 //! A subscriber that reads slowly costs a bounded amount: hyper stops polling the body
 //! while its write buffer holds `WRITE_BUFFER_BYTES` (`mod.rs`) or more, so a stalled
-//! stream holds that buffer and at most one more encoded frame. A connection whose writes
+//! stream holds that buffer and at most one more piece of the body: the frames of the
+//! updates that waited together, [`PIECE_AT_MOST`] bytes and one frame at most (the updates
+//! after them wait in the subscription, shared, until it lags). A connection whose writes
 //! make no progress for the write timeout is closed (`conn.rs`), which drops the body and
 //! its subscription; the durable Task stays the record, and the client reads it with
 //! `GET /tasks/{id}` or subscribes again.
@@ -95,6 +97,10 @@ impl<F: Frames> hyper::body::Body for EventBody<F> {
         self.first.is_none() && self.next.is_none()
     }
 }
+
+/// A piece of a stream's body takes no more of the updates that wait once it holds this
+/// many bytes (it may end one frame past it).
+pub const PIECE_AT_MOST: usize = 16 * 1024;
 
 /// One event as an SSE frame: a `data:` line and a blank line.
 pub fn frame(event: &StreamResponse) -> Bytes {

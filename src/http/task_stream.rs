@@ -215,10 +215,11 @@ impl TaskUpdates {
     }
 
     /// Appends the frames of the updates that wait already, without waiting, until one
-    /// ends the stream. News of lost updates ends it too, after the frames before it (the
-    /// client reads the Task again), as it would have had it come by itself.
+    /// ends the stream or the piece holds [`sse::PIECE_AT_MOST`] bytes. News of lost
+    /// updates ends it too, after the frames before it (the client reads the Task again),
+    /// as it would have had it come by itself.
     fn take_waiting(&mut self, frames: &mut Vec<u8>) {
-        while !self.ended {
+        while !self.ended && frames.len() < sse::PIECE_AT_MOST {
             match self.updates.try_recv() {
                 Some(Ok(event)) => self.append(frames, &event),
                 Some(Err(_)) => self.ended = true,
@@ -359,6 +360,32 @@ mod tests {
             let piece = stream.next().await.expect("the next update");
             assert_eq!(piece, frames_of(&[status(TaskState::InputRequired)]));
             assert_eq!(stream.next().await, None, "an interrupted Task ends it");
+        });
+    }
+
+    #[test]
+    fn updates_that_wait_together_go_out_in_pieces_of_at_most_16_kib_and_a_frame() {
+        crate::http::test_runtime().block_on(async {
+            let bus = EventBus::default();
+            let mut stream = updates_of(&bus);
+            let sent: Vec<TaskEvent> = (0..120).map(|_| status(TaskState::Working)).collect();
+            for event in sent.clone() {
+                bus.publish(event);
+            }
+            let frame = frames_of(&sent[..1]).len();
+            let mut received = stream.first_piece(snapshot()).to_vec();
+            assert!(received.len() < sse::PIECE_AT_MOST + frame);
+            let mut pieces = 1;
+            while received.len() < snapshot_frame().len() + frames_of(&sent).len() {
+                let piece = stream.next().await.expect("the updates left");
+                assert!(piece.len() < sse::PIECE_AT_MOST + frame, "{}", piece.len());
+                received.extend_from_slice(&piece);
+                pieces += 1;
+            }
+            assert!(pieces > 1, "120 frames of {frame} bytes fit in one piece");
+            let mut expected = snapshot_frame();
+            expected.extend(frames_of(&sent));
+            assert_eq!(received, expected, "every frame, once, in order");
         });
     }
 
