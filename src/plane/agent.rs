@@ -496,6 +496,77 @@ mod live_rows {
         crate::clock::Clock::now_ms(clock)
     }
 
+    /// A writer job that moves Task `task_id` to WORKING and then fails.
+    fn fails_after_starting(
+        task_id: &str,
+    ) -> impl FnMut(&WriteTx<'_, '_>) -> Result<(), StoreError> + Send + 'static {
+        let task_id = task_id.to_string();
+        move |tx| {
+            let row = tasks::by_id(tx, &task_id)?.unwrap();
+            tasks::set_status(
+                tx,
+                &row,
+                TaskState::Working,
+                None,
+                row.record.status_ms + 1,
+                InputRequest::Unchanged,
+            )?;
+            Err(StoreError::Corrupt("fails after writing".into()))
+        }
+    }
+
+    #[test]
+    fn a_status_change_rolled_back_in_a_batchs_second_run_leaves_no_kept_row_ahead() {
+        let clock = ManualClock::new(1_800_000_000_000);
+        let (_root, plane) = plane_at("live-rows-rerun", &clock);
+        let accept = |id: &str| {
+            plane
+                .accept_in_context("alice", None, MessageRecord::user_text(id, "work"), vec![])
+                .unwrap()
+                .task_id
+                .unwrap()
+        };
+        let (first, second) = (accept("m-1"), accept("m-2"));
+        let store = plane.store().clone();
+        // Hold the writer in one job, so the two failing writes share the next batch: the
+        // first fails having written (the batch runs again, each job in a savepoint), and
+        // the second fails again in its savepoint there.
+        let (held, writer_held) = std::sync::mpsc::channel::<()>();
+        let (release, released) = std::sync::mpsc::channel::<()>();
+        let released = std::sync::Mutex::new(released);
+        let hold = move |_: &WriteTx<'_, '_>| {
+            let _ = held.send(());
+            let _ = released.lock().unwrap().recv();
+            Ok::<(), StoreError>(())
+        };
+        assert!(store.submit(hold, None, Box::new(|_| {})).is_none());
+        writer_held.recv().unwrap();
+        let (done, outcomes) = std::sync::mpsc::channel();
+        for task in [&first, &second] {
+            let done = done.clone();
+            let reply = Box::new(move |r: Result<(), StoreError>| {
+                let _ = done.send(r.is_err());
+            });
+            assert!(store
+                .submit(fails_after_starting(task), None, reply)
+                .is_none());
+        }
+        release.send(()).unwrap();
+        assert!(
+            outcomes.recv().unwrap() && outcomes.recv().unwrap(),
+            "both fail"
+        );
+        for task in [&first, &second] {
+            let (kept, stored) = kept_and_stored(&plane, task);
+            assert_eq!(stored.record.state, TaskState::Submitted);
+            assert!(
+                kept.is_none_or(|kept| kept == stored),
+                "the writer kept a row the store does not hold"
+            );
+        }
+        plane.close();
+    }
+
     #[test]
     fn a_rolled_back_status_change_leaves_no_kept_row_ahead_of_the_store() {
         let clock = ManualClock::new(1_800_000_000_000);
@@ -512,22 +583,7 @@ mod live_rows {
             .unwrap();
         assert_kept_true(&plane, &task, "creation");
         // A write that moves the Task to WORKING and then fails: its batch is rolled back.
-        let failed = plane.store().write({
-            let task = task.clone();
-            move |tx| {
-                let row = tasks::by_id(tx, &task)?.unwrap();
-                tasks::set_status(
-                    tx,
-                    &row,
-                    TaskState::Working,
-                    None,
-                    row.record.status_ms + 1,
-                    InputRequest::Unchanged,
-                )?;
-                Err::<(), _>(StoreError::Corrupt("fails after writing".into()))
-            }
-        });
-        assert!(failed.is_err());
+        assert!(plane.store().write(fails_after_starting(&task)).is_err());
         let (kept, stored) = kept_and_stored(&plane, &task);
         assert_eq!(
             stored.record.state,
