@@ -12,7 +12,9 @@
 #        default 10000] [rounds, default 3]
 # Each round runs both servers, a fresh process each, one right after the other, in
 # alternating order (ours then the SDK, then the SDK then ours, ...), so a drift of the
-# shared host's speed over minutes weighs on both sides alike. The table shows, per case,
+# shared host's speed over minutes weighs on both sides alike. Within a server's run the
+# stream case comes after the send case in odd rounds and before it in even ones (the
+# same for both servers in a round), so neither always runs second, on the larger store. The table shows, per case,
 # the median over the rounds of each side's rate and p99, the highest peak RSS, and the
 # median of the rounds' ratios with every round's ratio in brackets.
 # Above 100,000 stored Tasks only our server runs (the SDK's in-memory list walks every
@@ -56,7 +58,8 @@ trap cleanup EXIT
 # run <name> <round>: starts that server pinned, loads it, keeps its RESULT lines in
 # $work/<name>.<round>.out.
 run() {
-  local name="$1" round="$2" script="benches/$1-server.ts" log="$work/$1.$2.log"
+  local name="$1" round="$2" script="benches/$1-server.ts" log="$work/$1.$2.log" order=()
+  (( round % 2 )) || order=(--stream-first)
   "${server_cpu[@]}" node "$script" >"$log" 2>&1 &
   pid=$!
   for _ in $(seq 300); do grep -q '^LISTENING' "$log" && break; sleep 0.1; done
@@ -65,7 +68,7 @@ run() {
   token="$(sed -n 's/^LISTENING [^ ]* *\(.*\)$/\1/p' "$log")"
   [ -n "$url" ] || { echo "compare-sdk: $script did not start:" >&2; cat "$log" >&2; exit 1; }
   echo "== round $round of $rounds: $name ($url) =="
-  "${load_cpu[@]}" "$bench" --url "$url" --token "$token" --pid "$pid" --seconds "$seconds" --stored "$stored" \
+  "${load_cpu[@]}" "$bench" --url "$url" --token "$token" --pid "$pid" --seconds "$seconds" --stored "$stored" "${order[@]}" \
     | tee "$work/$name.$round.out" | grep -v '^RESULT'
   kill "$pid"; wait "$pid" 2>/dev/null || true; pid=""
 }

@@ -391,6 +391,9 @@ fn main() {
     let only = arg("--only");
     let wanted = move |case: &str| only.as_deref().is_none_or(|o| o == case);
     let duration = Duration::from_secs(seconds);
+    // `--stream-first`: the stream case before the send case (compare-sdk.sh alternates the
+    // order between rounds, so neither case always runs on the larger store or second).
+    let stream_first = args.iter().any(|a| a == "--stream-first");
     // `--send-seconds N`: the send case's own length (profiling another case after it).
     let send_duration = arg("--send-seconds")
         .and_then(|s| s.parse().ok())
@@ -478,6 +481,25 @@ fn main() {
             reset_peak_rss(pid);
             *cpu_before.borrow_mut() = thread_cpu(pid);
         }
+        let streams = || {
+            load(
+                t.clone(),
+                conns,
+                duration,
+                Arc::new(|i| {
+                    (
+                        "POST".into(),
+                        "/message:stream".into(),
+                        send_body("stream", i),
+                        "text/event-stream".into(),
+                    )
+                }),
+            )
+        };
+        let stream_label = "message:stream (to the terminal frame)";
+        if stream_first && wanted("stream") {
+            case(stream_label, "stream", streams().await);
+        }
         let sends = load(
             t.clone(),
             conns,
@@ -494,25 +516,8 @@ fn main() {
         .await;
         let ids = Arc::new(task_ids(&sends.2));
         case("message:send (blocking until COMPLETED)", "send", sends);
-        if wanted("stream") {
-            case(
-                "message:stream (to the terminal frame)",
-                "stream",
-                load(
-                    t.clone(),
-                    conns,
-                    duration,
-                    Arc::new(|i| {
-                        (
-                            "POST".into(),
-                            "/message:stream".into(),
-                            send_body("stream", i),
-                            "text/event-stream".into(),
-                        )
-                    }),
-                )
-                .await,
-            );
+        if !stream_first && wanted("stream") {
+            case(stream_label, "stream", streams().await);
         }
         if wanted("get") {
             let ids_for_get = ids.clone();
