@@ -114,12 +114,33 @@ fn send_body(tag: &str, i: usize) -> String {
     )
 }
 
+/// What a case sends, request by request: (method, path, body, accept).
+type Requests = Arc<dyn Fn(usize) -> (String, String, String, String) + Send + Sync>;
+
+/// `POST path` of message `i` tagged `tag` ([`send_body`], changed by `body`), accepting
+/// `accept`.
+fn posts(
+    tag: &'static str,
+    path: &'static str,
+    accept: &'static str,
+    body: fn(String) -> String,
+) -> Requests {
+    Arc::new(move |i| {
+        (
+            "POST".into(),
+            path.into(),
+            body(send_body(tag, i)),
+            accept.into(),
+        )
+    })
+}
+
 /// Runs `conns` connections until `duration` passes; `request(i)` gives (method, path, body, accept).
 async fn load(
     t: Arc<Target>,
     conns: usize,
     duration: Duration,
-    request: Arc<dyn Fn(usize) -> (String, String, String, String) + Send + Sync>,
+    request: Requests,
 ) -> (f64, Vec<Duration>, Vec<Vec<u8>>) {
     let start = Instant::now();
     let counter = Arc::new(std::sync::atomic::AtomicUsize::new(0));
@@ -482,38 +503,15 @@ fn main() {
             *cpu_before.borrow_mut() = thread_cpu(pid);
         }
         let streams = || {
-            load(
-                t.clone(),
-                conns,
-                duration,
-                Arc::new(|i| {
-                    (
-                        "POST".into(),
-                        "/message:stream".into(),
-                        send_body("stream", i),
-                        "text/event-stream".into(),
-                    )
-                }),
-            )
+            let requests = posts("stream", "/message:stream", "text/event-stream", |b| b);
+            load(t.clone(), conns, duration, requests)
         };
         let stream_label = "message:stream (to the terminal frame)";
         if stream_first && wanted("stream") {
             case(stream_label, "stream", streams().await);
         }
-        let sends = load(
-            t.clone(),
-            conns,
-            send_duration,
-            Arc::new(|i| {
-                (
-                    "POST".into(),
-                    "/message:send".into(),
-                    send_body("send", i),
-                    "application/json".into(),
-                )
-            }),
-        )
-        .await;
+        let requests = posts("send", "/message:send", "application/json", |b| b);
+        let sends = load(t.clone(), conns, send_duration, requests).await;
         let ids = Arc::new(task_ids(&sends.2));
         case("message:send (blocking until COMPLETED)", "send", sends);
         if !stream_first && wanted("stream") {
@@ -562,26 +560,16 @@ fn main() {
         }
         // Last: an agent that settles in the background has a backlog after it.
         if wanted("intake") {
+            let requests = posts("intake", "/message:send", "application/json", |b| {
+                b.replace(
+                    r#""configuration":{}"#,
+                    r#""configuration":{"returnImmediately":true}"#,
+                )
+            });
             case(
                 "message:send (returnImmediately)",
                 "intake",
-                load(
-                    t.clone(),
-                    conns,
-                    duration,
-                    Arc::new(|i| {
-                        (
-                            "POST".into(),
-                            "/message:send".into(),
-                            send_body("intake", i).replace(
-                                r#""configuration":{}"#,
-                                r#""configuration":{"returnImmediately":true}"#,
-                            ),
-                            "application/json".into(),
-                        )
-                    }),
-                )
-                .await,
+                load(t.clone(), conns, duration, requests).await,
             );
         }
     });
