@@ -2,6 +2,7 @@
 //! (scoped to its principal for callers), listed newest status first, and the SQL forms
 //! of the state sets the rules define on [`TaskState`] and [`TaskRecord`].
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::LazyLock;
 
@@ -152,7 +153,7 @@ pub fn by_id(on: &impl Statements, task_id: &str) -> Result<Option<TaskRow>, Sto
         })?
         .transpose()?;
     if let (Some(rows), Some(row)) = (live, &row) {
-        rows.borrow_mut().keep(row);
+        rows.borrow_mut().keep(Cow::Borrowed(row));
     }
     Ok(row)
 }
@@ -213,7 +214,7 @@ pub fn insert(tx: &WriteTx<'_, '_>, task: &NewTask<'_>) -> Result<i64, StoreErro
     tx.count(task.principal, task.state, 1);
     let seq = tx.conn().last_insert_rowid();
     // The row as a read would give it (the columns not set above take their defaults).
-    tx.live_rows().borrow_mut().keep(&TaskRow {
+    tx.live_rows().borrow_mut().keep(Cow::Owned(TaskRow {
         seq,
         record: TaskRecord {
             task_id: task.task_id.to_string(),
@@ -232,7 +233,7 @@ pub fn insert(tx: &WriteTx<'_, '_>, task: &NewTask<'_>) -> Result<i64, StoreErro
         },
         input_request_seq: 0,
         input_schema: None,
-    });
+    }));
     Ok(seq)
 }
 
@@ -373,7 +374,7 @@ pub fn set_status(
     now_ms: i64,
     input_request: InputRequest<'_>,
 ) -> Result<(), StoreError> {
-    let message = message.map(serde_json::to_string).transpose()?;
+    let message_json = message.map(serde_json::to_string).transpose()?;
     let (open, bump, schema) = match input_request {
         InputRequest::Unchanged => (None, 0, None),
         InputRequest::Open(schema) => (Some(1), 1, schema.map(Value::to_string)),
@@ -406,7 +407,7 @@ pub fn set_status(
         s.execute(params![
             task.seq,
             state.as_str(),
-            message,
+            message_json,
             now_ms,
             open,
             bump,
@@ -415,7 +416,7 @@ pub fn set_status(
     })?;
     tx.live_rows()
         .borrow_mut()
-        .set_status(task, state, message.is_some(), now_ms, input_request);
+        .set_status(task, state, message, now_ms, input_request);
     if task.record.state != state {
         tx.count(&task.record.principal, task.record.state, -1);
         tx.count(&task.record.principal, state, 1);
@@ -451,58 +452,59 @@ pub struct LiveRows {
     rows: HashMap<String, TaskRow>,
 }
 
+/// Whether the writer keeps `row`: a live Task's, small (no status message, input schema,
+/// history or artifacts).
+fn worth_keeping(row: &TaskRow) -> bool {
+    let record = &row.record;
+    !record.state.is_terminal()
+        && record.status_message.is_none()
+        && row.input_schema.is_none()
+        && record.history.is_empty()
+        && record.artifacts.is_empty()
+}
+
 impl LiveRows {
     pub(crate) fn get(&self, task_id: &str) -> Option<TaskRow> {
         self.rows.get(task_id).cloned()
     }
 
     /// Keeps `row` (the row as stored) if it is worth keeping, else forgets the Task's.
-    fn keep(&mut self, row: &TaskRow) {
-        let record = &row.record;
-        if record.state.is_terminal()
-            || record.status_message.is_some()
-            || row.input_schema.is_some()
-            || !record.history.is_empty()
-            || !record.artifacts.is_empty()
-        {
-            self.rows.remove(&record.task_id);
+    fn keep(&mut self, row: Cow<'_, TaskRow>) {
+        if !worth_keeping(&row) {
+            self.rows.remove(&row.record.task_id);
             return;
         }
-        if self.rows.len() >= LIVE_ROWS_AT_MOST && !self.rows.contains_key(&record.task_id) {
+        if self.rows.len() >= LIVE_ROWS_AT_MOST && !self.rows.contains_key(&row.record.task_id) {
             self.rows.clear();
         }
-        self.rows.insert(record.task_id.clone(), row.clone());
+        let row = row.into_owned();
+        self.rows.insert(row.record.task_id.clone(), row);
     }
 
-    /// What [`set_status`]'s statement did to the row, done to the kept one: `task` is the
-    /// row the caller changed, `with_message` whether the status carries a message.
+    /// What [`set_status`]'s statement did to the row, done to the kept one (with
+    /// [`TaskRow::with_status`]), which stays only if still worth keeping: `task` is the
+    /// row the caller changed.
     fn set_status(
         &mut self,
         task: &TaskRow,
         state: TaskState,
-        with_message: bool,
+        message: Option<&MessageRecord>,
         now_ms: i64,
         input_request: InputRequest<'_>,
     ) {
-        // Taken out, changed like a row read back would be ([`TaskRow::with_status`]), and
-        // put back only if it is still worth keeping.
         let Some((task_id, row)) = self.rows.remove_entry(&task.record.task_id) else {
             return;
         };
-        if state.is_terminal()
-            || with_message
-            || matches!(input_request, InputRequest::Open(Some(_)))
-        {
-            return;
-        }
         // The statement leaves `status_ms` out when it equals the caller's row's.
         let status_ms = if now_ms == task.record.status_ms {
             row.record.status_ms
         } else {
             now_ms
         };
-        let row = row.with_status(state, None, status_ms, input_request);
-        self.rows.insert(task_id, row);
+        let row = row.with_status(state, message, status_ms, input_request);
+        if worth_keeping(&row) {
+            self.rows.insert(task_id, row);
+        }
     }
 
     /// Forgets every kept row (after a rollback).
