@@ -1,6 +1,8 @@
 //! Golden tests of the ProtoJSON wire model: every JSON example of the HTTP+JSON binding
 //! reference parses and re-serialises to the same JSON value, and malformed documents give
-//! errors that name the field.
+//! errors that name the field. Every document written is also checked byte for byte
+//! against serde_json's own writer with the ProtoJSON number rule ([`serde_json_text`]):
+//! the server encodes with its own faster writer (`src/wire/writer.rs`).
 
 use a2a_task_plane::wire::json::{decode, encode, ListTasksResponseJson, WireError};
 use a2a_task_plane::wire::validate::Validate;
@@ -21,6 +23,11 @@ where
 {
     let parsed: T = decode(what, input.as_bytes()).unwrap_or_else(|e| panic!("{e}\n{input}"));
     let written = encode(&parsed);
+    assert_eq!(
+        written,
+        serde_json_text(&parsed),
+        "{what}: not serde_json's text"
+    );
     let got: Value = serde_json::from_str(&written).unwrap();
     let want: Value = serde_json::from_str(expected).unwrap();
     assert_eq!(
@@ -31,6 +38,32 @@ where
         !written.contains(".0,") && !written.contains(".0}"),
         "integral number written as a double: {written}"
     );
+}
+
+/// `value` as serde_json writes it, with ProtoJSON's rule for doubles (integral ones within
+/// ±(2^53 − 1) as integers): the text `encode` must produce.
+fn serde_json_text<T: Serialize + ?Sized>(value: &T) -> String {
+    struct ProtoJson;
+    impl serde_json::ser::Formatter for ProtoJson {
+        fn write_f64<W: ?Sized + std::io::Write>(
+            &mut self,
+            writer: &mut W,
+            value: f64,
+        ) -> std::io::Result<()> {
+            if value.fract() == 0.0 && value.abs() <= 9_007_199_254_740_991.0 {
+                serde_json::ser::CompactFormatter.write_i64(writer, value as i64)
+            } else {
+                serde_json::ser::CompactFormatter.write_f64(writer, value)
+            }
+        }
+    }
+    let mut out = Vec::new();
+    value
+        .serialize(&mut serde_json::Serializer::with_formatter(
+            &mut out, ProtoJson,
+        ))
+        .unwrap();
+    String::from_utf8(out).unwrap()
 }
 
 fn round_trip<T>(what: &'static str, json: &str)
@@ -297,7 +330,9 @@ fn round_trip_unvalidated<T: DeserializeOwned + Serialize>(json: &str) {
 fn round_trip_unvalidated_to<T: DeserializeOwned + Serialize>(json: &str, expected: &str) {
     let parsed: T =
         a2a_task_plane::wire::json::decode_unchecked("document", json.as_bytes()).unwrap();
-    let got: Value = serde_json::from_str(&encode(&parsed)).unwrap();
+    let written = encode(&parsed);
+    assert_eq!(written, serde_json_text(&parsed), "not serde_json's text");
+    let got: Value = serde_json::from_str(&written).unwrap();
     assert_eq!(got, serde_json::from_str::<Value>(expected).unwrap());
 }
 

@@ -5,19 +5,20 @@
 //! - decoding reports the path of the offending field (`message.parts[0].text`) and then
 //!   checks the REQUIRED members ([`Validate`]);
 //! - encoding writes integral `google.protobuf.Value` numbers without `.0` (`42`, not
-//!   `42.0`), so clients that compare text or types see what they sent;
+//!   `42.0`), so clients that compare text or types see what they sent, through its own
+//!   writer (`writer.rs`: serde_json's text, with faster string escaping);
 //! - [`ListTasksResponseJson`] always writes `tasks`, `nextPageToken`, `pageSize` and
 //!   `totalSize`, which the binding requires even at their default values.
 
 use std::fmt;
-use std::io;
 
 use serde::de::DeserializeOwned;
 use serde::ser::SerializeStruct;
 use serde::Serialize;
 
 use super::validate::{At, Validate};
-use super::{ListTasksResponse, MAX_EXACT_INTEGER};
+use super::writer::Writer;
+use super::ListTasksResponse;
 use crate::field_error::FieldError;
 
 /// Why a ProtoJSON document was refused: what was being decoded, and which field was
@@ -136,33 +137,21 @@ fn path_error(what: &'static str, err: serde_path_to_error::Error<serde_json::Er
 
 /// Encodes `value` as compact ProtoJSON text.
 pub fn encode<T: Serialize + ?Sized>(value: &T) -> String {
-    let mut out = Vec::with_capacity(256);
+    // A Task with its history is ~600 bytes: one allocation for most responses.
+    let mut out = Vec::with_capacity(1024);
     encode_into(&mut out, value);
     // serde_json writes only valid UTF-8.
     String::from_utf8(out).expect("serde_json output is UTF-8")
 }
 
-/// Appends the compact ProtoJSON encoding of `value` to `out`.
+/// Appends the compact ProtoJSON encoding of `value` to `out` (`writer.rs`: serde_json's
+/// text, with integral doubles within ±2^53 − 1 written as integers).
 pub fn encode_into<T: Serialize + ?Sized>(out: &mut Vec<u8>, value: &T) {
-    let mut ser = serde_json::Serializer::with_formatter(out, ProtoJsonFormatter);
     // The wire types serialise infallibly: no maps with non-string keys, and every
     // Timestamp the server writes comes from its own clock (in range).
     value
-        .serialize(&mut ser)
+        .serialize(&mut Writer { out })
         .expect("wire types always serialise to JSON");
-}
-
-/// Compact JSON that writes integral doubles (within ±[`MAX_EXACT_INTEGER`]) as integers.
-struct ProtoJsonFormatter;
-
-impl serde_json::ser::Formatter for ProtoJsonFormatter {
-    fn write_f64<W: ?Sized + io::Write>(&mut self, writer: &mut W, value: f64) -> io::Result<()> {
-        if value.is_finite() && value.fract() == 0.0 && value.abs() <= MAX_EXACT_INTEGER {
-            serde_json::ser::CompactFormatter.write_i64(writer, value as i64)
-        } else {
-            serde_json::ser::CompactFormatter.write_f64(writer, value)
-        }
-    }
 }
 
 /// A `ListTasksResponse` with every member present, as the binding requires.

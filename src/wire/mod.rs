@@ -5,6 +5,8 @@
 //! - [`json`] encodes and decodes: integral numbers without `.0`, parse errors that name
 //!   the field, and the binding's always-present `ListTasksResponse` members.
 //! - [`validate`] checks what the proto marks REQUIRED and what a oneof must hold.
+//! - `writer` is the JSON writer [`json`] encodes with (serde_json's text, escaping
+//!   strings eight bytes at a time).
 //!
 //! The stores never hold these types: they are built at the boundary from native records.
 
@@ -14,6 +16,7 @@ pub mod convert;
 pub mod extensions;
 pub mod json;
 pub mod validate;
+mod writer;
 
 pub use timestamp::Timestamp;
 
