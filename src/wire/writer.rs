@@ -98,17 +98,19 @@ fn word_escapes(word: u64) -> u64 {
     below_space | has_quote | has_backslash
 }
 
-/// Whether `bytes` holds no byte a JSON string must escape, eight bytes at a time (the last
-/// few padded with spaces).
+/// Whether `bytes` holds no byte a JSON string must escape: eight bytes at a time, the last
+/// few one by one.
 fn needs_no_escape(bytes: &[u8]) -> bool {
     let mut chunks = bytes.chunks_exact(8);
     let mut escapes = 0;
     for chunk in &mut chunks {
         escapes |= word_escapes(u64::from_le_bytes(chunk.try_into().expect("eight bytes")));
     }
-    let mut last = [b' '; 8];
-    last[..chunks.remainder().len()].copy_from_slice(chunks.remainder());
-    escapes | word_escapes(u64::from_le_bytes(last)) == 0
+    let rest = chunks
+        .remainder()
+        .iter()
+        .fold(0, |any, &byte| any | ESCAPE[byte as usize]);
+    escapes == 0 && rest == 0
 }
 
 /// Appends `text` as a JSON string, escaped as serde_json escapes it.
