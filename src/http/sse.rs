@@ -37,6 +37,9 @@ pub trait Frames: Send + Sync + 'static {
     /// The next frame to send. It is polled only while hyper has room for it, and dropped
     /// (unfinished) when the connection ends.
     fn next(&mut self) -> impl Future<Output = Option<Bytes>> + Send + Sync + '_;
+
+    /// Whether the stream is known to end after its first frame (`next` would be `None`).
+    fn ended(&self) -> bool;
 }
 
 /// A stream that ends after its first frame.
@@ -45,6 +48,10 @@ pub struct Once;
 impl Frames for Once {
     async fn next(&mut self) -> Option<Bytes> {
         None
+    }
+
+    fn ended(&self) -> bool {
+        true
     }
 }
 
@@ -96,6 +103,17 @@ impl<F: Frames> hyper::body::Body for EventBody<F> {
     fn is_end_stream(&self) -> bool {
         self.first.is_none() && self.next.is_none()
     }
+
+    /// Exact once nothing follows what is there (a stream whose first piece ends it):
+    /// hyper then sends it with a `Content-Length` in one piece, without chunked framing.
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        match (&self.first, &self.next) {
+            (first, None) => {
+                hyper::body::SizeHint::with_exact(first.as_ref().map_or(0, |f| f.len() as u64))
+            }
+            _ => hyper::body::SizeHint::default(),
+        }
+    }
 }
 
 /// A piece of a stream's body takes no more of the updates that wait once it holds this
@@ -134,7 +152,9 @@ pub fn response<F: Frames>(
 ) -> Response<Body> {
     let body = EventBody {
         first: Some(first),
-        next: Some(pending(then)),
+        // A stream that its first piece ends (a Task settled at once) is one body of known
+        // length: no frames to wait for, no chunked framing.
+        next: (!then.ended()).then(|| pending(then)),
         _slot: slot,
     };
     let mut response = Response::new(body.boxed());

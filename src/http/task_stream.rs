@@ -252,6 +252,10 @@ impl sse::Frames for TaskUpdates {
             _ = self.quiet.elapsed() => Some(sse::keep_alive()),
         }
     }
+
+    fn ended(&self) -> bool {
+        self.ended
+    }
 }
 
 /// `message:stream` after acceptance (`slot` was taken before intake, so an accepted

@@ -151,3 +151,36 @@ fn a_new_tasks_first_stream_frame_waits_for_its_first_update_at_most_the_coalesc
         "the window was not kept"
     );
 }
+
+#[test]
+fn a_stream_its_first_piece_ends_goes_out_whole_with_its_length_and_a_live_one_chunked() {
+    let server = Server::start();
+    let body =
+        json!({"message": {"messageId": "w-1", "role": "ROLE_USER", "parts": [{"text": "hi"}]}});
+    let sent = server.call("POST", "/message:send", Some(ALICE), Some(body.clone()));
+    assert_eq!(sent.status, 200);
+    // The same message again: its Task is completed, so the stream is its snapshot alone,
+    // one body of known length (no chunked framing, nothing to wait for).
+    let mut replay = server.stream("POST", "/message:stream", ALICE, Some(body));
+    assert_eq!(replay.status, 200);
+    assert_eq!(replay.header("transfer-encoding"), None);
+    assert!(replay.header("content-length").is_some());
+    assert_eq!(replay.header("content-type"), Some("text/event-stream"));
+    let only = replay.next_event().expect("the Task");
+    assert_eq!(
+        only["task"]["status"]["state"], "TASK_STATE_COMPLETED",
+        "{only}"
+    );
+    assert_eq!(replay.next_event(), None);
+    // A Task that goes on (the agent starts work and stops): frames as they come, chunked.
+    let body =
+        json!({"message": {"messageId": "w-2", "role": "ROLE_USER", "parts": [{"text": "work"}]}});
+    let mut live = server.stream("POST", "/message:stream", ALICE, Some(body));
+    assert_eq!(live.header("transfer-encoding"), Some("chunked"));
+    assert_eq!(live.header("content-length"), None);
+    let first = live.next_event().expect("the Task");
+    assert_eq!(
+        first["task"]["status"]["state"], "TASK_STATE_SUBMITTED",
+        "{first}"
+    );
+}
