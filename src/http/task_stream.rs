@@ -17,7 +17,7 @@ use hyper::Response;
 
 use super::conn::StreamGuard;
 use super::error::ApiError;
-use super::project::{event_frame, project_task, read_task, task_state};
+use super::project::{event_frame_into, project_task, read_task, task_state};
 use super::{sse, Body, Ctx};
 use crate::events::{TaskEvent, TaskSubscription};
 use crate::record::{TaskRecord, TaskState};
@@ -212,7 +212,7 @@ impl TaskUpdates {
     /// stream.
     fn append(&mut self, frames: &mut Vec<u8>, event: &TaskEvent) {
         self.ended = event.state().is_some_and(TaskState::is_settled);
-        sse::frame_into(frames, &event_frame(&self.extensions, event));
+        event_frame_into(frames, &self.extensions, event);
     }
 
     /// Appends the frames of the updates that wait already, without waiting, until one
@@ -291,7 +291,7 @@ mod tests {
     fn frames_of(events: &[TaskEvent]) -> Vec<u8> {
         let mut frames = Vec::new();
         for event in events {
-            sse::frame_into(&mut frames, &event_frame(&[], event));
+            sse::frame_into(&mut frames, &super::super::project::event_frame(&[], event));
         }
         frames
     }

@@ -154,6 +154,11 @@ pub fn encode_into<T: Serialize + ?Sized>(out: &mut Vec<u8>, value: &T) {
         .expect("wire types always serialise to JSON");
 }
 
+/// Appends `text` as a JSON string, escaped as [`encode_into`] escapes strings.
+pub fn write_str(out: &mut Vec<u8>, text: &str) {
+    super::writer::write_str(out, text);
+}
+
 /// A `ListTasksResponse` with every member present, as the binding requires.
 pub struct ListTasksResponseJson<'a>(pub &'a ListTasksResponse);
 
