@@ -24,7 +24,7 @@ use std::task::{Context, Poll};
 use bytes::Bytes;
 use http_body_util::BodyExt;
 use hyper::body::Frame;
-use hyper::header::{HeaderValue, CACHE_CONTROL, CONTENT_TYPE};
+use hyper::header::{HeaderName, HeaderValue, CACHE_CONTROL, CONTENT_TYPE};
 use hyper::{Response, StatusCode};
 
 use super::conn::StreamGuard;
@@ -141,6 +141,10 @@ pub fn keep_alive() -> Bytes {
     Bytes::from_static(b": keep-alive\n\n")
 }
 
+/// Asks nginx-like proxies not to buffer the stream. Named once (a `&str` name is parsed
+/// and checked again on every insert).
+const X_ACCEL_BUFFERING: HeaderName = HeaderName::from_static("x-accel-buffering");
+
 /// A `200 text/event-stream` response that sends `first`, then each frame `then`
 /// produces until it ends. `slot` is the stream's place in the stream pool, held until
 /// hyper drops the body.
@@ -162,7 +166,7 @@ pub fn response<F: Frames>(
     let headers = response.headers_mut();
     headers.insert(CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
     headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-    headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
+    headers.insert(X_ACCEL_BUFFERING, HeaderValue::from_static("no"));
     negotiate::echo_extensions(headers, extensions);
     response
 }

@@ -157,7 +157,9 @@ struct TaskUpdates {
 /// deadline at each frame (lock-free in tokio while the timer is pending), where a new
 /// timer per frame would register with tokio's driver, and wake it, each time.
 struct Quiet {
-    sleep: Pin<Box<tokio::time::Sleep>>,
+    /// Made at the first [`Quiet::restart`]: a stream that its first piece ends never
+    /// needs one (a tokio timer costs an allocation and a read of the clock).
+    sleep: Option<Pin<Box<tokio::time::Sleep>>>,
     /// Whether `sleep` was polled (so registered with the driver) since it was last set.
     armed: bool,
 }
@@ -165,7 +167,7 @@ struct Quiet {
 impl Quiet {
     fn new() -> Self {
         Quiet {
-            sleep: Box::pin(tokio::time::sleep(KEEP_ALIVE)),
+            sleep: None,
             armed: false,
         }
     }
@@ -173,19 +175,23 @@ impl Quiet {
     /// Starts the clock again: [`Quiet::elapsed`] resolves `after` from now.
     fn restart(&mut self, after: Duration) {
         let deadline = tokio::time::Instant::now() + after;
-        if self.armed {
-            self.sleep.as_mut().reset(deadline);
-        } else {
+        match self.sleep.as_mut() {
+            Some(sleep) if self.armed => sleep.as_mut().reset(deadline),
             // Not registered yet: replaced in place, and registered only if polled.
-            self.sleep.set(tokio::time::sleep_until(deadline));
+            Some(sleep) => sleep.set(tokio::time::sleep_until(deadline)),
+            None => self.sleep = Some(Box::pin(tokio::time::sleep_until(deadline))),
         }
     }
 
-    /// Resolves once the time given to the last [`Quiet::restart`] has passed.
+    /// Resolves once the time given to the last [`Quiet::restart`] has passed (never
+    /// restarted: [`KEEP_ALIVE`] from now).
     fn elapsed(&mut self) -> impl Future<Output = ()> + '_ {
         std::future::poll_fn(move |cx| {
             self.armed = true;
-            self.sleep.as_mut().poll(cx)
+            self.sleep
+                .get_or_insert_with(|| Box::pin(tokio::time::sleep(KEEP_ALIVE)))
+                .as_mut()
+                .poll(cx)
         })
     }
 }
