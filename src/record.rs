@@ -136,22 +136,22 @@ impl PartRecord {
         part.end();
     }
 
-    pub fn text(text: impl Into<String>) -> Self {
+    /// A part of `content` alone (no metadata, filename or media type).
+    pub fn of(content: PartContent) -> Self {
         PartRecord {
-            content: PartContent::Text(text.into()),
+            content,
             metadata: None,
             filename: None,
             media_type: None,
         }
     }
 
+    pub fn text(text: impl Into<String>) -> Self {
+        PartRecord::of(PartContent::Text(text.into()))
+    }
+
     pub fn data(value: Value) -> Self {
-        PartRecord {
-            content: PartContent::Data(value),
-            metadata: None,
-            filename: None,
-            media_type: None,
-        }
+        PartRecord::of(PartContent::Data(value))
     }
 }
 

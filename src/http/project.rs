@@ -241,15 +241,6 @@ mod tests {
     use crate::http::sse;
     use crate::record::{ArtifactRecord, MessageRecord, PartContent, PartRecord, Role};
 
-    fn part(content: PartContent) -> PartRecord {
-        PartRecord {
-            content,
-            metadata: None,
-            filename: None,
-            media_type: None,
-        }
-    }
-
     /// Metadata carrying the outfitter-task locator and a field of the caller's own.
     fn metadata() -> Option<serde_json::Map<String, serde_json::Value>> {
         let value = json!({OUTFITTER_TASK_KEY: {"taskId": "x"}, "note": "a \"quoted\"\nline", "n": 42, "f": 1.5});
@@ -261,15 +252,15 @@ mod tests {
             message_id: "m-1".into(),
             role: Role::Agent,
             parts: vec![
-                part(PartContent::Text("which one?\n\"a\" or \\b".into())),
+                PartRecord::of(PartContent::Text("which one?\n\"a\" or \\b".into())),
                 PartRecord {
                     metadata: metadata(),
                     filename: Some("f.txt".into()),
                     media_type: Some("text/plain".into()),
-                    ..part(PartContent::Raw(vec![0, 1, 255]))
+                    ..PartRecord::of(PartContent::Raw(vec![0, 1, 255]))
                 },
-                part(PartContent::Url("https://example.com/x".into())),
-                part(PartContent::Data(
+                PartRecord::of(PartContent::Url("https://example.com/x".into())),
+                PartRecord::of(PartContent::Data(
                     json!({"x": [1, 2.5, null, true], "y": "ü"}),
                 )),
             ],
@@ -295,7 +286,7 @@ mod tests {
                 artifact_id: "a-1".into(),
                 name: None,
                 description: None,
-                parts: vec![part(PartContent::Text("done".into()))],
+                parts: vec![PartRecord::of(PartContent::Text("done".into()))],
                 metadata: None,
                 extensions: Vec::new(),
             },

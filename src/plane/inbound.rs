@@ -167,15 +167,6 @@ mod tests {
     use super::*;
     use crate::record::{PartContent, PartRecord};
 
-    fn part(content: PartContent) -> PartRecord {
-        PartRecord {
-            content,
-            metadata: None,
-            filename: None,
-            media_type: None,
-        }
-    }
-
     fn map(value: Value) -> serde_json::Map<String, Value> {
         match value {
             Value::Object(map) => map,
@@ -187,12 +178,12 @@ mod tests {
     fn an_a2a_messages_digest_is_the_canonical_json_digest_of_the_message_as_serialized() {
         let mut every_field = MessageRecord::user_text("m-1", "plain");
         every_field.parts = vec![
-            part(PartContent::Text(
+            PartRecord::of(PartContent::Text(
                 "quote \" back\\slash\nnew line \u{1} é 🎉".into(),
             )),
-            part(PartContent::Raw(vec![0, 159, 146, 150, 255])),
-            part(PartContent::Url("https://example.test/a?b=c&d=é".into())),
-            part(PartContent::Data(json!({
+            PartRecord::of(PartContent::Raw(vec![0, 159, 146, 150, 255])),
+            PartRecord::of(PartContent::Url("https://example.test/a?b=c&d=é".into())),
+            PartRecord::of(PartContent::Data(json!({
                 "z": [3, -1.5, 1e300, null, true, {"b": 1, "a": {"d": [], "c": {}}}],
                 "é": "non-ascii key", "A": 0, "a": "",
             }))),
@@ -207,7 +198,7 @@ mod tests {
         every_field.extensions = vec!["https://ext.test/one".into(), "two".into()];
         every_field.reference_task_ids = vec!["task-a".into(), "task-b".into()];
 
-        let mut agent = MessageRecord::agent(vec![part(PartContent::Data(json!([])))]);
+        let mut agent = MessageRecord::agent(vec![PartRecord::of(PartContent::Data(json!([])))]);
         agent.metadata = Some(serde_json::Map::new());
         let no_parts = MessageRecord {
             parts: Vec::new(),

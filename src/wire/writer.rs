@@ -397,57 +397,30 @@ impl<'a, 'w> Compound<'a, 'w> {
     }
 }
 
-impl ser::SerializeSeq for Compound<'_, '_> {
-    type Ok = ();
-    type Error = Error;
+/// The array-like compounds: each element after a comma, then `]`.
+macro_rules! array_compound {
+    ($($trait:ident :: $method:ident),*) => {$(
+        impl ser::$trait for Compound<'_, '_> {
+            type Ok = ();
+            type Error = Error;
 
-    fn serialize_element<T: ?Sized + Serialize>(&mut self, value: &T) -> Result<(), Error> {
-        self.element(value)
-    }
+            fn $method<T: ?Sized + Serialize>(&mut self, value: &T) -> Result<(), Error> {
+                self.element(value)
+            }
 
-    fn end(self) -> Result<(), Error> {
-        self.close()
-    }
+            fn end(self) -> Result<(), Error> {
+                self.close()
+            }
+        }
+    )*};
 }
 
-impl ser::SerializeTuple for Compound<'_, '_> {
-    type Ok = ();
-    type Error = Error;
-
-    fn serialize_element<T: ?Sized + Serialize>(&mut self, value: &T) -> Result<(), Error> {
-        self.element(value)
-    }
-
-    fn end(self) -> Result<(), Error> {
-        self.close()
-    }
-}
-
-impl ser::SerializeTupleStruct for Compound<'_, '_> {
-    type Ok = ();
-    type Error = Error;
-
-    fn serialize_field<T: ?Sized + Serialize>(&mut self, value: &T) -> Result<(), Error> {
-        self.element(value)
-    }
-
-    fn end(self) -> Result<(), Error> {
-        self.close()
-    }
-}
-
-impl ser::SerializeTupleVariant for Compound<'_, '_> {
-    type Ok = ();
-    type Error = Error;
-
-    fn serialize_field<T: ?Sized + Serialize>(&mut self, value: &T) -> Result<(), Error> {
-        self.element(value)
-    }
-
-    fn end(self) -> Result<(), Error> {
-        self.close()
-    }
-}
+array_compound!(
+    SerializeSeq::serialize_element,
+    SerializeTuple::serialize_element,
+    SerializeTupleStruct::serialize_field,
+    SerializeTupleVariant::serialize_field
+);
 
 impl ser::SerializeMap for Compound<'_, '_> {
     type Ok = ();
@@ -469,39 +442,29 @@ impl ser::SerializeMap for Compound<'_, '_> {
     }
 }
 
-impl ser::SerializeStruct for Compound<'_, '_> {
-    type Ok = ();
-    type Error = Error;
+/// The struct-like compounds: each `"key":value` after a comma, then `}`.
+macro_rules! object_compound {
+    ($($trait:ident),*) => {$(
+        impl ser::$trait for Compound<'_, '_> {
+            type Ok = ();
+            type Error = Error;
 
-    fn serialize_field<T: ?Sized + Serialize>(
-        &mut self,
-        key: &'static str,
-        value: &T,
-    ) -> Result<(), Error> {
-        self.field(key, value)
-    }
+            fn serialize_field<T: ?Sized + Serialize>(
+                &mut self,
+                key: &'static str,
+                value: &T,
+            ) -> Result<(), Error> {
+                self.field(key, value)
+            }
 
-    fn end(self) -> Result<(), Error> {
-        self.close()
-    }
+            fn end(self) -> Result<(), Error> {
+                self.close()
+            }
+        }
+    )*};
 }
 
-impl ser::SerializeStructVariant for Compound<'_, '_> {
-    type Ok = ();
-    type Error = Error;
-
-    fn serialize_field<T: ?Sized + Serialize>(
-        &mut self,
-        key: &'static str,
-        value: &T,
-    ) -> Result<(), Error> {
-        self.field(key, value)
-    }
-
-    fn end(self) -> Result<(), Error> {
-        self.close()
-    }
-}
+object_compound!(SerializeStruct, SerializeStructVariant);
 
 /// A map key: JSON keys are strings, so strings go as they are and numbers, booleans and
 /// chars are quoted (as serde_json does); anything else is refused.
