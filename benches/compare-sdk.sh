@@ -10,11 +10,11 @@
 #
 # Usage: bash benches/compare-sdk.sh [seconds per case, default 10] [Tasks stored first,
 #        default 10000] [rounds, default 3]
-# Each round runs both servers, a fresh process each, one right after the other, in
-# alternating order (ours then the SDK, then the SDK then ours, ...), so a drift of the
-# shared host's speed over minutes weighs on both sides alike. Within a server's run the
-# stream case comes after the send case in odd rounds and before it in even ones (the
-# same for both servers in a round), so neither always runs second, on the larger store. The table shows, per case,
+# Each round runs both servers, one right after the other, in alternating order (ours then
+# the SDK, then the SDK then ours, ...), so a drift of the shared host's speed over minutes
+# weighs on both sides alike. Each server runs twice per round, a fresh process and store
+# each time: once for the send case (then GET, list and returnImmediately, in that order),
+# once for the stream case, so both run first on the scenario's stored Tasks. The table shows, per case,
 # the median over the rounds of each side's rate and p99, the highest peak RSS, and the
 # median of the rounds' ratios with every round's ratio in brackets.
 # Above 100,000 stored Tasks only our server runs (the SDK's in-memory list walks every
@@ -55,11 +55,10 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# run <name> <round>: starts that server pinned, loads it, keeps its RESULT lines in
-# $work/<name>.<round>.out.
-run() {
-  local name="$1" round="$2" script="benches/$1-server.ts" log="$work/$1.$2.log" order=()
-  (( round % 2 )) || order=(--stream-first)
+# serve <name> <round> <cases>: starts that server pinned, fills it, runs <cases> (the
+# bench's --only list) on it, appends its RESULT lines to $work/<name>.<round>.out, stops it.
+serve() {
+  local name="$1" round="$2" cases="$3" script="benches/$1-server.ts" log="$work/$1.$2.log"
   "${server_cpu[@]}" node "$script" >"$log" 2>&1 &
   pid=$!
   for _ in $(seq 300); do grep -q '^LISTENING' "$log" && break; sleep 0.1; done
@@ -67,16 +66,27 @@ run() {
   url="$(sed -n 's/^LISTENING \([^ ]*\).*/\1/p' "$log")"
   token="$(sed -n 's/^LISTENING [^ ]* *\(.*\)$/\1/p' "$log")"
   [ -n "$url" ] || { echo "compare-sdk: $script did not start:" >&2; cat "$log" >&2; exit 1; }
-  echo "== round $round of $rounds: $name ($url) =="
-  "${load_cpu[@]}" "$bench" --url "$url" --token "$token" --pid "$pid" --seconds "$seconds" --stored "$stored" "${order[@]}" \
-    | tee "$work/$name.$round.out" | grep -v '^RESULT'
+  echo "== round $round of $rounds: $name, $cases ($url) =="
+  "${load_cpu[@]}" "$bench" --url "$url" --token "$token" --pid "$pid" --seconds "$seconds" --stored "$stored" --only "$cases" \
+    | tee -a "$work/$name.$round.out" | grep -v '^RESULT'
   kill "$pid"; wait "$pid" 2>/dev/null || true; pid=""
+}
+
+# run <name> <round>: the cases of one round on that server. The send and stream cases
+# each run first on a server of their own, on exactly the stored Tasks of the scenario (a
+# case run second met a store the first had grown by 120-140k Tasks, and the case run first
+# in a round was ahead of the other by 5-15%, whichever it was); the GET, list and
+# returnImmediately cases follow the send case (GET reads the Tasks it made).
+run() {
+  serve "$1" "$2" send,get,list,intake
+  serve "$1" "$2" stream
 }
 
 with_sdk=$(( stored <= 100000 ))
 for round in $(seq "$rounds"); do
   if [ "$with_sdk" = 0 ]; then
-    run ours "$round"
+    # One fill per round at this size (it takes minutes): the stream case after the send.
+    serve ours "$round" send,stream,get,list,intake
   elif (( round % 2 )); then
     run ours "$round"; run sdk "$round"
   else

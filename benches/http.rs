@@ -408,9 +408,15 @@ fn main() {
             .cloned()
     };
     let seconds: u64 = arg("--seconds").and_then(|s| s.parse().ok()).unwrap_or(5);
-    // `--only intake|stream|get|list`: after the send case (which makes the Tasks), run just that.
+    // `--only send,stream,get,list,intake` (any of them, comma-separated): run just those
+    // cases. The send case also runs when the GET case does (it reads the Tasks the send
+    // case made); `none` runs the send case alone.
     let only = arg("--only");
-    let wanted = move |case: &str| only.as_deref().is_none_or(|o| o == case);
+    let only_none = only.as_deref() == Some("none");
+    let wanted = move |case: &str| {
+        only.as_deref()
+            .is_none_or(|o| o.split(',').any(|c| c.trim() == case))
+    };
     let duration = Duration::from_secs(seconds);
     // `--stream-first`: the stream case before the send case (compare-sdk.sh alternates the
     // order between rounds, so neither case always runs on the larger store or second).
@@ -510,10 +516,13 @@ fn main() {
         if stream_first && wanted("stream") {
             case(stream_label, "stream", streams().await);
         }
-        let requests = posts("send", "/message:send", "application/json", |b| b);
-        let sends = load(t.clone(), conns, send_duration, requests).await;
-        let ids = Arc::new(task_ids(&sends.2));
-        case("message:send (blocking until COMPLETED)", "send", sends);
+        let mut ids = Arc::new(Vec::new());
+        if wanted("send") || wanted("get") || only_none {
+            let requests = posts("send", "/message:send", "application/json", |b| b);
+            let sends = load(t.clone(), conns, send_duration, requests).await;
+            ids = Arc::new(task_ids(&sends.2));
+            case("message:send (blocking until COMPLETED)", "send", sends);
+        }
         if !stream_first && wanted("stream") {
             case(stream_label, "stream", streams().await);
         }
