@@ -169,11 +169,6 @@ pub struct EventStream {
 }
 
 impl EventStream {
-    fn content_length(&self) -> Option<usize> {
-        self.header("content-length")
-            .map(|v| v.trim().parse().expect("a numeric Content-Length"))
-    }
-
     pub fn header(&self, name: &str) -> Option<&str> {
         self.headers
             .iter()
@@ -206,14 +201,6 @@ impl EventStream {
                     Some(chunk) => self.pending.extend_from_slice(&chunk),
                     None => self.ended = true,
                 }
-            } else if let Some(length) = self.content_length() {
-                // A stream that its first piece ends comes whole, with its length.
-                let mut body = vec![0; length];
-                self.reader
-                    .read_exact(&mut body)
-                    .expect("the body the Content-Length announced");
-                self.pending.extend_from_slice(&body);
-                self.ended = true;
             } else {
                 let _ = self.reader.read_to_end(&mut self.pending);
                 self.ended = true;
