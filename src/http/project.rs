@@ -10,9 +10,10 @@ use serde_json::json;
 
 use super::blocking::short_read;
 use super::error::ApiError;
+use super::sse;
 use super::Ctx;
 use crate::events::TaskEvent;
-use crate::record::{TaskRecord, TaskState};
+use crate::record::{ArtifactRecord, MessageRecord, TaskRecord, TaskState};
 use crate::wire::convert::{self, json_to_struct};
 use crate::wire::extensions::OUTFITTER_TASK_KEY;
 use crate::wire::extensions::{TaskLocator, ELICITATION_V1, OUTFITTER_TASK_V1};
@@ -97,12 +98,9 @@ pub fn event_frame(activated: &[String], event: &TaskEvent) -> wire::StreamRespo
             at_ms,
             ..
         } => {
-            let mut message = message
+            let message = message
                 .as_ref()
-                .map(|m| convert::message_to_wire(m, context_id, Some(task_id)));
-            if let Some(m) = message.as_mut() {
-                project_message(m, activated);
-            }
+                .map(|m| status_message(m, task_id, context_id, activated));
             stream_response::Payload::StatusUpdate(wire::TaskStatusUpdateEvent {
                 task_id: task_id.clone(),
                 context_id: context_id.clone(),
@@ -119,8 +117,7 @@ pub fn event_frame(activated: &[String], event: &TaskEvent) -> wire::StreamRespo
             context_id,
             artifact,
         } => {
-            let mut artifact = convert::artifact_to_wire(artifact);
-            project_artifact(&mut artifact, activated);
+            let artifact = update_artifact(artifact, activated);
             stream_response::Payload::ArtifactUpdate(wire::TaskArtifactUpdateEvent {
                 task_id: task_id.clone(),
                 context_id: context_id.clone(),
@@ -146,8 +143,7 @@ pub fn event_frame(activated: &[String], event: &TaskEvent) -> wire::StreamRespo
 /// the wire types. `event_frames_are_written_as_the_wire_events_encode` holds the two to
 /// the same bytes.
 pub fn event_frame_into(frames: &mut Vec<u8>, activated: &[String], event: &TaskEvent) {
-    frames.extend_from_slice(b"data: ");
-    match event {
+    sse::frame_with(frames, |frames| match event {
         TaskEvent::Status {
             task_id,
             context_id,
@@ -161,9 +157,8 @@ pub fn event_frame_into(frames: &mut Vec<u8>, activated: &[String], event: &Task
             frames.extend_from_slice(b",\"status\":{\"state\":");
             wire::json::write_str(frames, convert::state_to_wire(*state).as_str_name());
             if let Some(message) = message {
-                let mut message = convert::message_to_wire(message, context_id, Some(task_id));
-                project_message(&mut message, activated);
                 frames.extend_from_slice(b",\"message\":");
+                let message = status_message(message, task_id, context_id, activated);
                 wire::json::encode_into(frames, &message);
             }
             frames.extend_from_slice(b",\"timestamp\":");
@@ -175,17 +170,32 @@ pub fn event_frame_into(frames: &mut Vec<u8>, activated: &[String], event: &Task
             context_id,
             artifact,
         } => {
-            let mut artifact = convert::artifact_to_wire(artifact);
-            project_artifact(&mut artifact, activated);
             frames.extend_from_slice(b"{\"artifactUpdate\":");
             ids_into(frames, task_id, context_id);
             frames.extend_from_slice(b",\"artifact\":");
-            wire::json::encode_into(frames, &artifact);
+            wire::json::encode_into(frames, &update_artifact(artifact, activated));
             frames.extend_from_slice(b",\"lastChunk\":true}}");
         }
-    }
-    // Compact JSON never contains a raw newline, so one `data:` line holds the event.
-    frames.extend_from_slice(b"\n\n");
+    });
+}
+
+/// A status update's message as this caller sees it.
+fn status_message(
+    message: &MessageRecord,
+    task_id: &str,
+    context_id: &str,
+    activated: &[String],
+) -> wire::Message {
+    let mut message = convert::message_to_wire(message, context_id, Some(task_id));
+    project_message(&mut message, activated);
+    message
+}
+
+/// An artifact update's artifact as this caller sees it.
+fn update_artifact(artifact: &ArtifactRecord, activated: &[String]) -> wire::Artifact {
+    let mut artifact = convert::artifact_to_wire(artifact);
+    project_artifact(&mut artifact, activated);
+    artifact
 }
 
 /// `{"taskId":…,"contextId":…` of an update event (ids are never empty: a Task's are
@@ -238,7 +248,6 @@ fn read(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::http::sse;
     use crate::record::{ArtifactRecord, MessageRecord, PartContent, PartRecord, Role};
 
     /// Metadata carrying the outfitter-task locator and a field of the caller's own.

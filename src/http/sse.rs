@@ -130,9 +130,15 @@ pub fn frame(event: &StreamResponse) -> Bytes {
 /// Appends `event` to `frames` as an SSE frame ([`frame`]): frames that are ready together
 /// go to hyper as one piece of the body, one chunk on the wire.
 pub fn frame_into(frames: &mut Vec<u8>, event: &StreamResponse) {
+    frame_with(frames, |json| wire::json::encode_into(json, event));
+}
+
+/// Appends an SSE frame whose JSON `write_json` appends: a `data:` line and a blank line.
+/// `write_json` writes compact JSON, which never holds a raw newline, so one `data:` line
+/// holds the event.
+pub fn frame_with(frames: &mut Vec<u8>, write_json: impl FnOnce(&mut Vec<u8>)) {
     frames.extend_from_slice(b"data: ");
-    // Compact JSON never contains a raw newline, so one `data:` line holds the event.
-    wire::json::encode_into(frames, event);
+    write_json(frames);
     frames.extend_from_slice(b"\n\n");
 }
 
