@@ -409,18 +409,14 @@ fn main() {
     };
     let seconds: u64 = arg("--seconds").and_then(|s| s.parse().ok()).unwrap_or(5);
     // `--only send,stream,get,list,intake` (any of them, comma-separated): run just those
-    // cases. The send case also runs when the GET case does (it reads the Tasks the send
-    // case made); `none` runs the send case alone.
+    // cases, in that order. The send case also runs when the GET case does (it reads the
+    // Tasks the send case made).
     let only = arg("--only");
-    let only_none = only.as_deref() == Some("none");
     let wanted = move |case: &str| {
         only.as_deref()
             .is_none_or(|o| o.split(',').any(|c| c.trim() == case))
     };
     let duration = Duration::from_secs(seconds);
-    // `--stream-first`: the stream case before the send case (compare-sdk.sh alternates the
-    // order between rounds, so neither case always runs on the larger store or second).
-    let stream_first = args.iter().any(|a| a == "--stream-first");
     // `--send-seconds N`: the send case's own length (profiling another case after it).
     let send_duration = arg("--send-seconds")
         .and_then(|s| s.parse().ok())
@@ -508,23 +504,20 @@ fn main() {
             reset_peak_rss(pid);
             *cpu_before.borrow_mut() = thread_cpu(pid);
         }
-        let streams = || {
-            let requests = posts("stream", "/message:stream", "text/event-stream", |b| b);
-            load(t.clone(), conns, duration, requests)
-        };
-        let stream_label = "message:stream (to the terminal frame)";
-        if stream_first && wanted("stream") {
-            case(stream_label, "stream", streams().await);
-        }
         let mut ids = Arc::new(Vec::new());
-        if wanted("send") || wanted("get") || only_none {
+        if wanted("send") || wanted("get") {
             let requests = posts("send", "/message:send", "application/json", |b| b);
             let sends = load(t.clone(), conns, send_duration, requests).await;
             ids = Arc::new(task_ids(&sends.2));
             case("message:send (blocking until COMPLETED)", "send", sends);
         }
-        if !stream_first && wanted("stream") {
-            case(stream_label, "stream", streams().await);
+        if wanted("stream") {
+            let requests = posts("stream", "/message:stream", "text/event-stream", |b| b);
+            case(
+                "message:stream (to the terminal frame)",
+                "stream",
+                load(t.clone(), conns, duration, requests).await,
+            );
         }
         if wanted("get") {
             let ids_for_get = ids.clone();
