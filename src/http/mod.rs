@@ -87,6 +87,8 @@ pub(crate) struct Shared {
     pub shutdown: watch::Receiver<bool>,
     pub connections: Arc<conn::Connections>,
     pub page_tokens: page_token::PageTokens,
+    /// The timers of held first frames ([`task_stream::hold_first_frame`]).
+    pub holds: timer::Waves,
 }
 
 /// The listener's executor, replaceable while it serves.
@@ -176,6 +178,7 @@ impl Listener {
             interface_url: interface_url.clone(),
             base_path,
             shutdown: shutdown_rx,
+            holds: timer::Waves::default(),
         });
         let listener = {
             let _guard = runtime.enter();

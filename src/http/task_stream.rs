@@ -72,7 +72,8 @@ pub async fn wait_settled(
 
 /// Holds a new Task's first `message:stream` frame until the Task's first update is there
 /// (`updates`, taken at the commit that accepted it), for at most `stream_coalesce_ms`
-/// (`A2A_STREAM_COALESCE_MS`), or until the listener shuts down. The snapshot then goes out
+/// (`A2A_STREAM_COALESCE_MS`; at least half of it: holds that start close together share
+/// one timer, [`super::timer::Waves`]), or until the listener shuts down. The snapshot then goes out
 /// in the same write as the updates already there: an agent that answers at once costs the
 /// stream one write, and one wake-up of its client, instead of two. Written as they came,
 /// the snapshot and the updates were two writes and the stream cost ~40% more of the
@@ -85,9 +86,10 @@ pub async fn hold_first_frame(ctx: &Ctx, updates: &mut TaskSubscription) {
         return;
     }
     let mut shutdown = ctx.shared.shutdown.clone();
+    let window = ctx.shared.holds.wait(Duration::from_millis(window));
     tokio::select! {
         _ = updates.ready() => {}
-        _ = tokio::time::sleep(Duration::from_millis(window)) => {}
+        _ = window => {}
         _ = shutdown.changed() => {}
     }
 }

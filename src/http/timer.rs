@@ -1,4 +1,6 @@
-//! hyper's timer for one connection: the header-read deadline reuses one tokio timer.
+//! Timers that spare tokio's driver wake-ups: hyper's timer for one connection (the
+//! header-read deadline reuses one tokio timer) and [`Waves`] (one timer for the short
+//! waits that start close together).
 //!
 //! hyper arms a header-read deadline (our `A2A_IDLE_TIMEOUT_MS`, the slow-client defence)
 //! each time a keep-alive connection waits for its next request head, and drops it once
@@ -93,6 +95,54 @@ impl Drop for Deadline {
     }
 }
 
+/// One tokio timer for the short waits that start close together (the held first frames
+/// of `task_stream::hold_first_frame`), where a timer each would register with tokio's
+/// driver each time.
+///
+/// tokio wakes its driver (an eventfd `write`, then one more `epoll_wait`) for every timer
+/// registered before the earliest one the driver saw when it last parked, even from the
+/// driver's own thread, until it parks again. Held first frames come in waves under load
+/// (a batch of acceptances, then a batch of updates that ends them all), so the driver
+/// parked between waves with only 30-s timers ahead, and every hold of the next wave woke
+/// it: ~0.4 eventfd writes per stream. Waits that start within the first half of a wave's
+/// window end with it; a wave costs one timer.
+#[derive(Default)]
+pub struct Waves {
+    /// The latest wave: when it ends, and what tells its waits.
+    latest: Mutex<Option<(Instant, Arc<tokio::sync::Notify>)>>,
+}
+
+impl Waves {
+    /// Resolves after at least half of `window` and at most `window` from now: at the end
+    /// of the latest wave if that is far enough ahead, else of a new one. Must be called
+    /// inside the runtime (a new wave spawns its timer's task).
+    pub fn wait(&self, window: Duration) -> tokio::sync::futures::OwnedNotified {
+        let now = Instant::now();
+        let mut latest = self.latest.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((ends, ended)) = latest.as_ref() {
+            if *ends >= now + window / 2 {
+                return ended.clone().notified_owned();
+            }
+        }
+        let ends = now + window;
+        let ended = Arc::new(tokio::sync::Notify::new());
+        // Made before the timer can fire: `notify_waiters` reaches it even if unpolled.
+        let wait = ended.clone().notified_owned();
+        let tell = ended.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep_until(ends.into()).await;
+            tell.notify_waiters();
+        });
+        *latest = Some((ends, ended));
+        wait
+    }
+
+    #[cfg(test)]
+    fn latest_ends(&self) -> Option<Instant> {
+        self.latest.lock().unwrap().as_ref().map(|(ends, _)| *ends)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -116,6 +166,50 @@ mod tests {
                 waited >= Duration::from_millis(40),
                 "fired early: {waited:?}"
             );
+        });
+    }
+
+    #[test]
+    fn waits_that_start_within_half_a_window_end_with_one_timer_and_each_waits_half_of_it() {
+        crate::http::test_runtime().block_on(async {
+            let waves = Waves::default();
+            let window = Duration::from_millis(300);
+            let started = Instant::now();
+            let first = waves.wait(window);
+            let wave = waves.latest_ends().expect("a wave");
+            tokio::time::sleep(Duration::from_millis(60)).await;
+            let joined_at = Instant::now();
+            let second = waves.wait(window);
+            assert_eq!(
+                waves.latest_ends(),
+                Some(wave),
+                "the second joined the wave"
+            );
+            first.await;
+            assert!(started.elapsed() >= window, "the wave ended early");
+            second.await;
+            assert!(
+                joined_at.elapsed() >= window / 2,
+                "a joined wait was cut short"
+            );
+            assert!(
+                started.elapsed() < Duration::from_secs(5),
+                "the wave did not end"
+            );
+            // A wave with less than half its window left starts a new one.
+            let third = waves.wait(window);
+            let next = waves.latest_ends().expect("a wave");
+            assert!(next > wave);
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            let late_at = Instant::now();
+            let fourth = waves.wait(window);
+            assert!(
+                waves.latest_ends().expect("a wave") > next,
+                "joined too late a wave"
+            );
+            third.await;
+            fourth.await;
+            assert!(late_at.elapsed() >= window, "the new wave ended early");
         });
     }
 
