@@ -9,14 +9,17 @@
 # and our ratio to the SDK.
 #
 # Usage: bash benches/compare-sdk.sh [seconds per case, default 10] [Tasks stored first,
-#        default 10000] [rounds, default 3]
+#        default 10000] [rounds, default 3] [stream/send pairs, default 10]
 # Each round runs both servers, one right after the other, in alternating order (ours then
 # the SDK, then the SDK then ours, ...), so a drift of the shared host's speed over minutes
 # weighs on both sides alike. Each server runs twice per round, a fresh process and store
 # each time: once for the send case (then GET, list and returnImmediately, in that order),
 # once for the stream case, so both run first on the scenario's stored Tasks. The table shows, per case,
 # the median over the rounds of each side's rate and p99, the highest peak RSS, and the
-# median of the rounds' ratios with every round's ratio in brackets.
+# median of the rounds' ratios with every round's ratio in brackets. Then our stream
+# against our blocking send, paired: one more server of ours runs pairs of 3-s windows of
+# each, one after the other, the first of a pair alternating, and the median of the pairs'
+# ratios is printed with each pair's.
 # Above 100,000 stored Tasks only our server runs (the SDK's in-memory list walks every
 # Task, so its pages would not finish inside a window, and filling it takes minutes): the
 # table then shows our rate, p99 and peak RSS at that size, with no ratio.
@@ -28,9 +31,12 @@ repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 seconds="${1:-10}"
 stored="${2:-10000}"
 rounds="${3:-3}"
+pairs="${4:-10}"
+pair_seconds=3
 [[ "$seconds" =~ ^[1-9][0-9]*$ ]] || { echo "compare-sdk: seconds per case must be a positive whole number, not '$seconds'" >&2; exit 2; }
 [[ "$stored" =~ ^[0-9]+$ ]] || { echo "compare-sdk: Tasks stored must be a whole number, not '$stored'" >&2; exit 2; }
 [[ "$rounds" =~ ^[1-9][0-9]*$ ]] || { echo "compare-sdk: rounds must be a positive whole number, not '$rounds'" >&2; exit 2; }
+[[ "$pairs" =~ ^[1-9][0-9]*$ ]] || { echo "compare-sdk: pairs must be a positive whole number, not '$pairs'" >&2; exit 2; }
 . "$repo/tools/setup.sh"
 cd "$repo"
 
@@ -49,6 +55,7 @@ bench="$(cargo bench --bench http --no-run 2>&1 | sed -n 's/.*Executable .*(\(.*
 
 work="$(mktemp -d)"
 pid=""
+servers=0
 cleanup() {
   if [ -n "$pid" ]; then kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; fi
   rm -rf "$work"
@@ -58,7 +65,15 @@ trap cleanup EXIT
 # serve <name> <round> <cases>: starts that server pinned, fills it, runs <cases> (the
 # bench's --only list) on it, appends its RESULT lines to $work/<name>.<round>.out, stops it.
 serve() {
-  local name="$1" round="$2" cases="$3" script="benches/$1-server.ts" log="$work/$1.$2.log"
+  serve_with "$1" "round $2 of $rounds: $1, $3" "$work/$1.$2.out" --only "$3"
+}
+
+# serve_with <name> <title> <out> <bench arguments>: as serve, with those arguments
+# before the usual ones (the bench takes the first of a repeated one).
+serve_with() {
+  servers=$((servers + 1))
+  local name="$1" title="$2" out="$3" script="benches/$1-server.ts" log="$work/$1.$servers.log"
+  shift 3
   "${server_cpu[@]}" node "$script" >"$log" 2>&1 &
   pid=$!
   for _ in $(seq 300); do grep -q '^LISTENING' "$log" && break; sleep 0.1; done
@@ -66,9 +81,9 @@ serve() {
   url="$(sed -n 's/^LISTENING \([^ ]*\).*/\1/p' "$log")"
   token="$(sed -n 's/^LISTENING [^ ]* *\(.*\)$/\1/p' "$log")"
   [ -n "$url" ] || { echo "compare-sdk: $script did not start:" >&2; cat "$log" >&2; exit 1; }
-  echo "== round $round of $rounds: $name, $cases ($url) =="
-  "${load_cpu[@]}" "$bench" --url "$url" --token "$token" --pid "$pid" --seconds "$seconds" --stored "$stored" --only "$cases" \
-    | tee -a "$work/$name.$round.out" | grep -v '^RESULT'
+  echo "== $title ($url) =="
+  "${load_cpu[@]}" "$bench" "$@" --url "$url" --token "$token" --pid "$pid" --seconds "$seconds" --stored "$stored" \
+    | tee -a "$out" | grep -v '^RESULT'
   kill "$pid"; wait "$pid" 2>/dev/null || true; pid=""
 }
 
@@ -93,6 +108,14 @@ for round in $(seq "$rounds"); do
     run sdk "$round"; run ours "$round"
   fi
 done
+
+# Our stream against our blocking send, paired: separate runs of the two on this shared
+# host differ by several percent from one to the next, more than the two differ; pairs of
+# short windows, one after the other on one server, see the same host and store.
+if [ "$with_sdk" = 1 ]; then
+  serve_with ours "ours, $pairs pairs of ${pair_seconds}-s send and stream windows" "$work/pairs.txt" \
+    --pairs "$pairs" --seconds "$pair_seconds"
+fi
 
 # The table: one row per case; median rate (req/s), median p99 (ms), highest peak RSS (MB)
 # over the rounds; the median of the rounds' ratios, and each round's in brackets.
@@ -150,3 +173,9 @@ awk -v rounds="$rounds" -v with_sdk="$with_sdk" '
     if (seen["ours", "send"] >= rounds && seen["ours", "stream"] >= rounds)
       print "\nOur stream against our blocking send: " ratio("%.2f× (%s).", "ours", "stream", "ours", "send")
   }' "$work"/*.out
+if [ -f "$work/pairs.txt" ]; then
+  awk '$1 == "pair" { n++; each = each (n > 1 ? ", " : "") $NF; if ($NF + 0 >= 1) ahead++ }
+    $1 == "RESULT" { median = $3 }
+    END { printf "Paired on one server (%d pairs of %s-s windows): median %s (%s); stream ≥ send in %d of %d pairs.\n", n, secs, median, each, ahead, n }' \
+    secs="$pair_seconds" "$work/pairs.txt"
+fi

@@ -181,6 +181,43 @@ async fn load(
     (all.len() as f64 / elapsed, all, bodies)
 }
 
+/// `message:stream` against `message:send`, paired: `pairs` pairs of `window`-long runs of
+/// each, one after the other on the same server, the first of a pair alternating. The
+/// host's drift over a run (this machine is shared) and the store's growth touch both
+/// sides of a pair alike, where separate runs of each differ by several percent. Prints
+/// each pair's stream/send rate ratio, then `RESULT pairs <median> <min> <max>`.
+async fn stream_send_pairs(t: &Arc<Target>, conns: usize, window: Duration, pairs: usize) {
+    let mut ratios = Vec::new();
+    for pair in 0..pairs {
+        // Unique messageIds in every window (a repeated one would be a cheap replay).
+        let tag = |case: &str| -> &'static str { format!("{case}{pair}").leak() };
+        let send = posts(tag("send"), "/message:send", "application/json", |b| b);
+        let stream = posts(tag("stream"), "/message:stream", "text/event-stream", |b| b);
+        let cases = [("message:send", send), ("message:stream", stream)];
+        let order = if pair % 2 == 0 { [0, 1] } else { [1, 0] };
+        let mut rates = [0.0; 2];
+        for case in order {
+            let (label, requests) = &cases[case];
+            rates[case] = report(
+                label,
+                load(t.clone(), conns, window, requests.clone()).await,
+            )
+            .0;
+        }
+        let [send, stream] = rates;
+        let ratio = stream / send;
+        println!("pair {pair}: stream / send {ratio:.3}");
+        ratios.push(ratio);
+    }
+    ratios.sort_by(f64::total_cmp);
+    println!(
+        "RESULT pairs {:.3} {:.3} {:.3}",
+        ratios[ratios.len() / 2],
+        ratios[0],
+        ratios[ratios.len() - 1]
+    );
+}
+
 fn report(
     label: &str,
     (rate, mut latencies, _): (f64, Vec<Duration>, Vec<Vec<u8>>),
@@ -472,6 +509,9 @@ fn main() {
     let stored: usize = arg("--stored")
         .and_then(|c| c.parse().ok())
         .unwrap_or(10_000);
+    // `--pairs N`: instead of the cases, N pairs of a blocking-send window and a stream
+    // window on the same server, alternating which goes first (see `stream_send_pairs`).
+    let pairs: usize = arg("--pairs").and_then(|c| c.parse().ok()).unwrap_or(0);
     println!(
         "A2A HTTP+JSON load on {} ({} s per case, {conns} keep-alive connections)",
         t.addr, seconds
@@ -503,6 +543,10 @@ fn main() {
         if let Some(pid) = server_pid {
             reset_peak_rss(pid);
             *cpu_before.borrow_mut() = thread_cpu(pid);
+        }
+        if pairs > 0 {
+            stream_send_pairs(&t, conns, duration, pairs).await;
+            return;
         }
         let mut ids = Arc::new(Vec::new());
         if wanted("send") || wanted("get") {
