@@ -19,7 +19,7 @@
 # median of the rounds' ratios with every round's ratio in brackets. Then our stream
 # against our blocking send, paired: one more server of ours runs pairs of 3-s windows of
 # each, one after the other, the first of a pair alternating, and the median of the pairs'
-# ratios is printed with each pair's.
+# ratios is printed with each pair's (not above 100,000 stored Tasks, where only ours runs).
 # Above 100,000 stored Tasks only our server runs (the SDK's in-memory list walks every
 # Task, so its pages would not finish inside a window, and filling it takes minutes): the
 # table then shows our rate, p99 and peak RSS at that size, with no ratio.
@@ -72,7 +72,7 @@ serve() {
 # before the usual ones (the bench takes the first of a repeated one).
 serve_with() {
   servers=$((servers + 1))
-  local name="$1" title="$2" out="$3" script="benches/$1-server.ts" log="$work/$1.$servers.log"
+  local title="$2" out="$3" script="benches/$1-server.ts" log="$work/$1.$servers.log"
   shift 3
   "${server_cpu[@]}" node "$script" >"$log" 2>&1 &
   pid=$!

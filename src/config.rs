@@ -171,9 +171,10 @@ pub struct ListenerConfig {
     /// not count against `max_connections`.
     pub max_streams: usize,
     pub max_streams_per_principal: usize,
-    /// How long `message:stream` holds a new Task's first frame (its snapshot) for the
-    /// Task's first update, so an agent that answers at once costs the stream one write
-    /// instead of two (`A2A_STREAM_COALESCE_MS`; 0 sends the snapshot at once).
+    /// How long at most `message:stream` holds a new Task's first frame (its snapshot) for
+    /// the Task's first update, so an agent that answers at once costs the stream one write
+    /// instead of two (`A2A_STREAM_COALESCE_MS`; 0 sends the snapshot at once). Without an
+    /// update a hold ends after between half and all of it (holds share timers).
     pub stream_coalesce_ms: u64,
 }
 

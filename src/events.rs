@@ -264,6 +264,11 @@ struct InboxState {
 }
 
 impl InboxState {
+    /// Whether an update, or news of lost ones, waits to be taken.
+    fn has_news(&self) -> bool {
+        self.lagged > 0 || !self.queue.is_empty()
+    }
+
     /// The next update kept, or news of lost ones (once), if either waits.
     fn take_next(&mut self) -> Option<Result<Arc<TaskEvent>, Lagged>> {
         if self.lagged > 0 {
@@ -317,13 +322,19 @@ impl TaskSubscription {
     pub async fn ready(&mut self) {
         poll_fn(|cx| {
             let mut state = self.inbox.state.lock().unwrap_or_else(|p| p.into_inner());
-            if state.lagged > 0 || !state.queue.is_empty() {
+            if state.has_news() {
                 return Poll::Ready(());
             }
             state.wake_next(cx);
             Poll::Pending
         })
         .await
+    }
+
+    /// Whether [`TaskSubscription::ready`] would resolve at once.
+    pub fn is_ready(&self) -> bool {
+        let state = self.inbox.state.lock().unwrap_or_else(|p| p.into_inner());
+        state.has_news()
     }
 
     /// The next update, in publish order. `Err` once when the subscriber fell too far

@@ -109,8 +109,8 @@ pub struct ListenerOptions {
     pub write_timeout_ms: Option<u32>,
     pub max_streams: Option<u32>,
     pub max_streams_per_principal: Option<u32>,
-    /// How long `message:stream` holds a new Task's first frame for its first update
-    /// (default 2; 0 sends it at once).
+    /// How long at most `message:stream` holds a new Task's first frame for its first
+    /// update (default 2; 0 sends it at once).
     pub stream_coalesce_ms: Option<u32>,
     /// How long `executor` may take before the message becomes a Task (default 2000).
     pub executor_timeout_ms: Option<u32>,

@@ -71,9 +71,10 @@ pub async fn wait_settled(
 }
 
 /// Holds a new Task's first `message:stream` frame until the Task's first update is there
-/// (`updates`, taken at the commit that accepted it), for at most `stream_coalesce_ms`
-/// (`A2A_STREAM_COALESCE_MS`; at least half of it: holds that start close together share
-/// one timer, [`super::timer::Waves`]), or until the listener shuts down. The snapshot then goes out
+/// (`updates`, taken at the commit that accepted it), or until the listener shuts down;
+/// without an update, for at most `stream_coalesce_ms` (`A2A_STREAM_COALESCE_MS`) and at
+/// least half of it (holds that start close together share one timer,
+/// [`super::timer::Waves`]). The snapshot then goes out
 /// in the same write as the updates already there: an agent that answers at once costs the
 /// stream one write, and one wake-up of its client, instead of two. Written as they came,
 /// the snapshot and the updates were two writes and the stream cost ~40% more of the
@@ -85,11 +86,14 @@ pub async fn hold_first_frame(ctx: &Ctx, updates: &mut TaskSubscription) {
     if window == 0 {
         return;
     }
+    if updates.is_ready() {
+        return; // nothing to wait for: no timer
+    }
     let mut shutdown = ctx.shared.shutdown.clone();
-    let window = ctx.shared.holds.wait(Duration::from_millis(window));
+    let window_ends = ctx.shared.holds.wait(Duration::from_millis(window));
     tokio::select! {
         _ = updates.ready() => {}
-        _ = window => {}
+        _ = window_ends => {}
         _ = shutdown.changed() => {}
     }
 }

@@ -108,38 +108,51 @@ impl Drop for Deadline {
 /// window end with it; a wave costs one timer.
 #[derive(Default)]
 pub struct Waves {
-    /// The latest wave: when it ends, and what tells its waits.
-    latest: Mutex<Option<(Instant, Arc<tokio::sync::Notify>)>>,
+    /// The wave waits may still join: when it ends, and what tells its waits. Its timer's
+    /// task takes it out, under this lock, before telling them, so a wait that finds it
+    /// here is told too.
+    open: Arc<Mutex<Option<Wave>>>,
 }
+
+type Wave = (Instant, Arc<tokio::sync::Notify>);
 
 impl Waves {
     /// Resolves after at least half of `window` and at most `window` from now: at the end
-    /// of the latest wave if that is far enough ahead, else of a new one. Must be called
+    /// of the open wave if that is far enough ahead, else of a new one. Must be called
     /// inside the runtime (a new wave spawns its timer's task).
     pub fn wait(&self, window: Duration) -> tokio::sync::futures::OwnedNotified {
+        let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
         let now = Instant::now();
-        let mut latest = self.latest.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some((ends, ended)) = latest.as_ref() {
+        if let Some((ends, ended)) = open.as_ref() {
             if *ends >= now + window / 2 {
                 return ended.clone().notified_owned();
             }
         }
         let ends = now + window;
         let ended = Arc::new(tokio::sync::Notify::new());
-        // Made before the timer can fire: `notify_waiters` reaches it even if unpolled.
-        let wait = ended.clone().notified_owned();
-        let tell = ended.clone();
+        let wave = (ends, ended.clone());
+        let waves = self.open.clone();
         tokio::spawn(async move {
             tokio::time::sleep_until(ends.into()).await;
-            tell.notify_waiters();
+            let mut open = waves.lock().unwrap_or_else(|e| e.into_inner());
+            if open
+                .as_ref()
+                .is_some_and(|(_, it)| Arc::ptr_eq(it, &wave.1))
+            {
+                *open = None;
+            }
+            drop(open);
+            wave.1.notify_waiters();
         });
-        *latest = Some((ends, ended));
+        // Made before the timer's task can tell the wave's waits (it needs this lock).
+        let wait = ended.clone().notified_owned();
+        *open = Some((ends, ended));
         wait
     }
 
     #[cfg(test)]
-    fn latest_ends(&self) -> Option<Instant> {
-        self.latest.lock().unwrap().as_ref().map(|(ends, _)| *ends)
+    fn open_ends(&self) -> Option<Instant> {
+        self.open.lock().unwrap().as_ref().map(|(ends, _)| *ends)
     }
 }
 
@@ -173,18 +186,14 @@ mod tests {
     fn waits_that_start_within_half_a_window_end_with_one_timer_and_each_waits_half_of_it() {
         crate::http::test_runtime().block_on(async {
             let waves = Waves::default();
-            let window = Duration::from_millis(300);
+            let window = Duration::from_millis(800);
             let started = Instant::now();
             let first = waves.wait(window);
-            let wave = waves.latest_ends().expect("a wave");
-            tokio::time::sleep(Duration::from_millis(60)).await;
+            let wave = waves.open_ends().expect("a wave");
+            tokio::time::sleep(Duration::from_millis(80)).await;
             let joined_at = Instant::now();
             let second = waves.wait(window);
-            assert_eq!(
-                waves.latest_ends(),
-                Some(wave),
-                "the second joined the wave"
-            );
+            assert_eq!(waves.open_ends(), Some(wave), "the second joined the wave");
             first.await;
             assert!(started.elapsed() >= window, "the wave ended early");
             second.await;
@@ -193,18 +202,20 @@ mod tests {
                 "a joined wait was cut short"
             );
             assert!(
-                started.elapsed() < Duration::from_secs(5),
+                started.elapsed() < Duration::from_secs(10),
                 "the wave did not end"
             );
-            // A wave with less than half its window left starts a new one.
+            // An ended wave is closed before its waits are told: none can join it after.
+            assert_eq!(waves.open_ends(), None, "an ended wave stayed open");
             let third = waves.wait(window);
-            let next = waves.latest_ends().expect("a wave");
+            let next = waves.open_ends().expect("a wave");
             assert!(next > wave);
-            tokio::time::sleep(Duration::from_millis(200)).await;
+            // Less than half its window left: the next wait starts a wave of its own.
+            tokio::time::sleep(Duration::from_millis(500)).await;
             let late_at = Instant::now();
             let fourth = waves.wait(window);
             assert!(
-                waves.latest_ends().expect("a wave") > next,
+                waves.open_ends().expect("a wave") > next,
                 "joined too late a wave"
             );
             third.await;
