@@ -476,8 +476,8 @@ export interface ListenerOptions {
   maxStreams?: number
   maxStreamsPerPrincipal?: number
   /**
-   * How long `message:stream` holds a new Task's first frame for its first update
-   * (default 2; 0 sends it at once).
+   * How long at most `message:stream` holds a new Task's first frame for its first
+   * update (default 2; 0 sends it at once).
    */
   streamCoalesceMs?: number
   /** How long `executor` may take before the message becomes a Task (default 2000). */
