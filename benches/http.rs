@@ -449,8 +449,8 @@ fn main() {
     };
     let seconds: u64 = arg("--seconds").and_then(|s| s.parse().ok()).unwrap_or(5);
     // `--only send,stream,get,list,intake` (any of them, comma-separated): run just those
-    // cases, in that order. The send case also runs when the GET case does (it reads the
-    // Tasks the send case made).
+    // cases, always in this order. The send case also runs when the GET case does (it
+    // reads the Tasks the send case made).
     let only = arg("--only");
     let wanted = move |case: &str| {
         only.as_deref()

@@ -140,8 +140,8 @@ pub fn encode<T: Serialize + ?Sized>(value: &T) -> String {
     // A Task with its history is ~600 bytes: one allocation for most responses.
     let mut out = Vec::with_capacity(1024);
     encode_into(&mut out, value);
-    // serde_json writes only valid UTF-8.
-    String::from_utf8(out).expect("serde_json output is UTF-8")
+    // The writer writes only valid UTF-8 (`&str`s whole or escaped, ASCII otherwise).
+    String::from_utf8(out).expect("the JSON writer's output is UTF-8")
 }
 
 /// Appends the compact ProtoJSON encoding of `value` to `out` (`writer.rs`: serde_json's
