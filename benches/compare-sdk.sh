@@ -23,6 +23,10 @@
 # Above 100,000 stored Tasks only our server runs (the SDK's in-memory list walks every
 # Task, so its pages would not finish inside a window, and filling it takes minutes): the
 # table then shows our rate, p99 and peak RSS at that size, with no ratio.
+# With COMPARE_PEER=<another checkout of this repository, set up and built> the peer is not
+# the SDK but that checkout's own benches/ours-server.ts (its addon), on the same terms: a
+# paired before/after run of two builds (e.g. `git worktree add /tmp/before <rev>`, then
+# `. tools/setup.sh` there). The load generator is this checkout's.
 # A benchmark, not a test: the machine's other load moves the numbers; the ratio of two
 # servers measured side by side moves less.
 set -euo pipefail
@@ -37,6 +41,18 @@ pair_seconds=3
 [[ "$stored" =~ ^[0-9]+$ ]] || { echo "compare-sdk: Tasks stored must be a whole number, not '$stored'" >&2; exit 2; }
 [[ "$rounds" =~ ^[1-9][0-9]*$ ]] || { echo "compare-sdk: rounds must be a positive whole number, not '$rounds'" >&2; exit 2; }
 [[ "$pairs" =~ ^[1-9][0-9]*$ ]] || { echo "compare-sdk: pairs must be a positive whole number, not '$pairs'" >&2; exit 2; }
+peer="${COMPARE_PEER:-}"
+if [ -n "$peer" ]; then
+  [ -f "$peer/benches/ours-server.ts" ] && ls "$peer"/*.node >/dev/null 2>&1 || {
+    echo "compare-sdk: COMPARE_PEER=$peer is not a built checkout of this repository (no benches/ours-server.ts or no *.node addon there; run '. tools/setup.sh' in it)" >&2
+    exit 2
+  }
+  peer_label="peer $(git -C "$peer" rev-parse --short HEAD 2>/dev/null || echo "$peer")"
+  peer_short=peer
+else
+  peer_label="@a2a-js/sdk in memory"
+  peer_short=SDK
+fi
 . "$repo/tools/setup.sh"
 cd "$repo"
 
@@ -73,6 +89,8 @@ serve() {
 serve_with() {
   servers=$((servers + 1))
   local title="$2" out="$3" script="benches/$1-server.ts" log="$work/$1.$servers.log"
+  # The peer side: the SDK's server, or another checkout's server of ours (COMPARE_PEER).
+  if [ "$1" = sdk ] && [ -n "$peer" ]; then script="$peer/benches/ours-server.ts"; fi
   shift 3
   "${server_cpu[@]}" node "$script" >"$log" 2>&1 &
   pid=$!
@@ -123,7 +141,7 @@ echo
 echo "Machine: $(nproc) CPUs ($(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -1)); $pinning; ${seconds} s per case, $rounds round(s)."
 echo
 if [ "$with_sdk" = 1 ]; then
-  echo "| case (c=64, $stored Tasks stored) | @a2a-js/sdk in memory | ours (durable) | ours / SDK |"
+  echo "| case (c=64, $stored Tasks stored) | $peer_label | ours (durable) | ours / $peer_short |"
   echo "| --- | ---: | ---: | ---: |"
 else
   echo "| case (c=64, $stored Tasks stored) | ours (durable) |"
