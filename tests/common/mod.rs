@@ -1,6 +1,7 @@
 //! Helpers shared by the integration tests: temporary store roots and plane builders.
 #![allow(dead_code)]
 
+pub mod contract;
 pub mod http;
 pub mod server;
 
