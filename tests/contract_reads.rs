@@ -1,12 +1,13 @@
 //! The contract's rules for what a caller reads and hears of its Tasks: settling updates
 //! carry the committed Task, a watched intake misses no update, listings keep the newest
-//! status first. One test per rule, named after it (`../shared/spec/a2a-task-plane.md`).
+//! status first, a listing's page size, and who may subscribe. One test per rule, named
+//! after it (`../shared/spec/a2a-task-plane.md`).
 
 mod common;
 
 use std::sync::Arc;
 
-use a2a_task_plane::plane::Disposition;
+use a2a_task_plane::plane::{Disposition, InterruptKind, ListFilter, PlaneError};
 use a2a_task_plane::record::TaskState;
 use common::contract::*;
 use common::*;
@@ -217,4 +218,89 @@ fn a_status_change_in_the_same_millisecond_keeps_the_task_where_its_status_time_
     };
     assert_eq!(list(working), (vec![], 0));
     plane.close();
+}
+
+#[test]
+fn a_page_size_left_out_is_the_default() {
+    assert_eq!(ListFilter::page_size(None).unwrap(), 50);
+}
+
+/// A listing's page size is a whole number from 1 to 100; anything else is refused naming
+/// `pageSize` and repeating what was sent, whichever binding sent it.
+#[test]
+fn a_page_size_outside_1_to_100_is_refused_naming_page_size() {
+    for (sent, size) in [("1", 1), ("37", 37), ("100", 100)] {
+        assert_eq!(ListFilter::page_size(Some(sent)).unwrap(), size, "{sent}");
+    }
+    for sent in ["0", "101", "-1", "4294967296", "ten", "", "2.5"] {
+        match ListFilter::page_size(Some(sent)) {
+            Err(PlaneError::Invalid(error)) => {
+                assert_eq!(error.field, "pageSize", "{sent}");
+                assert_eq!(
+                    error.message,
+                    format!("must be between 1 and 100 inclusive, got `{sent}`")
+                );
+            }
+            other => panic!("pageSize {sent:?} was not refused: {other:?}"),
+        }
+    }
+}
+
+/// A terminal Task never changes again, so there is nothing to subscribe to: refused as
+/// an unsupported operation naming the Task and its state. A Task still open, or
+/// interrupted (its stream waits for the continuation), is subscribable; another
+/// principal's Task is not found.
+#[test]
+fn subscribing_to_a_terminal_task_is_refused() {
+    let tmp = TempRoot::new("subscribe-terminal");
+    let plane = plane(&tmp);
+    let accept = |id: &str| {
+        plane
+            .accept_in_context("alice", None, user(id, "x"), vec![])
+            .unwrap()
+            .task_id
+            .unwrap()
+    };
+    let waiting = accept("m-1");
+    plane.subscribable("alice", &waiting).unwrap();
+    plane.start_work(&waiting).unwrap();
+    plane
+        .require_input(
+            &waiting,
+            InterruptKind::InputRequired,
+            agent("which?"),
+            None,
+        )
+        .unwrap();
+    plane.subscribable("alice", &waiting).unwrap();
+    assert!(matches!(
+        plane.subscribable("bob", &waiting),
+        Err(PlaneError::TaskNotFound(id)) if id == waiting
+    ));
+
+    let completed = accept("m-2");
+    plane.start_work(&completed).unwrap();
+    plane
+        .complete(&completed, vec![], Some(agent("done")))
+        .unwrap();
+    let canceled = accept("m-3");
+    plane.cancel("alice", &canceled).unwrap();
+    for (task, state) in [
+        (completed, TaskState::Completed),
+        (canceled, TaskState::Canceled),
+    ] {
+        let refused = plane.subscribable("alice", &task).unwrap_err();
+        assert!(
+            matches!(&refused, PlaneError::NotSubscribable { task_id, state: s } if *task_id == task && *s == state),
+            "{refused:?}"
+        );
+        assert_eq!(refused.reason(), "UNSUPPORTED_OPERATION");
+        assert_eq!(
+            refused.to_string(),
+            format!(
+                "task {task} is {} and will not change again; read it with GET /tasks/{task}",
+                state.as_str()
+            )
+        );
+    }
 }
