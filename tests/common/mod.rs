@@ -4,6 +4,7 @@
 pub mod contract;
 pub mod http;
 pub mod server;
+pub mod wake;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
