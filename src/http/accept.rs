@@ -20,6 +20,8 @@ pub(super) const CLOSE_GRACE: Duration = Duration::from_secs(5);
 /// frame) here.
 const WRITE_BUFFER_BYTES: usize = 64 * 1024;
 
+/// Accepts connections on `listener` until shutdown, then waits (at most [`CLOSE_GRACE`])
+/// for the open ones to finish.
 pub(super) async fn serve(listener: tokio::net::TcpListener, shared: Arc<Shared>) {
     let connections = shared.connections.clone();
     let mut shutdown = shared.shutdown.clone();
