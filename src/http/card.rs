@@ -3,7 +3,12 @@
 //! matching `If-None-Match`.
 
 use bytes::Bytes;
+use hyper::body::Incoming;
+use hyper::header::{CACHE_CONTROL, CONTENT_TYPE, ETAG, IF_NONE_MATCH, LAST_MODIFIED};
+use hyper::{Method, Request, Response, StatusCode};
 use serde_json::json;
+
+use super::{empty, full, Body};
 
 use crate::config::ListenerConfig;
 use crate::wire::extensions::{ELICITATION_V1, OUTFITTER_TASK_V1};
@@ -74,4 +79,36 @@ pub fn build(config: &ListenerConfig, interface_url: &str, started_ms: i64) -> C
         etag,
         last_modified,
     }
+}
+
+/// The card for `req` (GET or HEAD): `304` when its `If-None-Match` names the card's tag.
+pub fn serve(card: &CardDocument, req: &Request<Incoming>) -> Response<Body> {
+    let matches = req
+        .headers()
+        .get(IF_NONE_MATCH)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| {
+            v.split(',')
+                .any(|tag| tag.trim() == card.etag || tag.trim() == "*")
+        });
+    let mut builder = Response::builder()
+        .header(CACHE_CONTROL, format!("public, max-age={MAX_AGE_SECONDS}"))
+        .header(ETAG, card.etag.as_str())
+        .header(LAST_MODIFIED, card.last_modified.as_str());
+    if matches {
+        builder = builder.status(StatusCode::NOT_MODIFIED);
+        return builder
+            .body(empty())
+            .unwrap_or_else(|_| Response::new(empty()));
+    }
+    let body = if req.method() == Method::HEAD {
+        empty()
+    } else {
+        full(card.body.clone())
+    };
+    builder
+        .status(StatusCode::OK)
+        .header(CONTENT_TYPE, "application/json")
+        .body(body)
+        .unwrap_or_else(|_| Response::new(empty()))
 }

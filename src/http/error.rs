@@ -175,6 +175,7 @@ impl From<PlaneError> for ApiError {
             PlaneError::ContextMismatch { .. } => ApiError::invalid("message.contextId", message),
             PlaneError::TaskNotFound(task_id)
             | PlaneError::TaskTerminal { task_id, .. }
+            | PlaneError::NotSubscribable { task_id, .. }
             | PlaneError::NotCancelable { task_id, .. }
             | PlaneError::NotAwaitingInput { task_id, .. } => {
                 ApiError::new(status, reason, message).with_metadata("taskId", task_id)

@@ -15,13 +15,16 @@
 //! pool, overall and per principal; a client that sends no request head in time, idles on
 //! keep-alive, or stops reading a response for the write timeout is dropped.
 //!
-//! Files: the routes are `card.rs` (the Agent Card), `send.rs` (`message:send`,
+//! Files: `accept.rs` (the accept loop: connections in, each request tracked until its
+//! response is written), `router.rs` (the routes and the checks every request passes in
+//! the order above); the routes are `card.rs` (the Agent Card), `send.rs` (`message:send`,
 //! `message:stream`) and `tasks.rs` (get, list, cancel, subscribe); what they share is
 //! `project.rs` (what a caller sees of a Task and its updates), `task_stream.rs` (waiting
 //! for a Task to settle, and its SSE stream), `sse.rs` (framing and backpressure),
 //! `blocking.rs` (plane calls off the async workers), `auth.rs`, `negotiate.rs`,
 //! `error.rs`, `page_token.rs` and `conn.rs`.
 
+mod accept;
 mod auth;
 mod blocking;
 mod card;
@@ -30,6 +33,7 @@ mod error;
 mod negotiate;
 mod page_token;
 mod project;
+mod router;
 mod send;
 mod sse;
 mod task_stream;
@@ -44,13 +48,8 @@ use std::time::Duration;
 use bytes::Bytes;
 use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, Full};
-use hyper::body::Incoming;
-use hyper::header::{
-    HeaderValue, ALLOW, CACHE_CONTROL, CONTENT_TYPE, ETAG, IF_NONE_MATCH, LAST_MODIFIED,
-    WWW_AUTHENTICATE,
-};
-use hyper::{Method, Request, Response, StatusCode};
-use hyper_util::rt::TokioIo;
+use hyper::header::{HeaderValue, CONTENT_TYPE};
+use hyper::{Response, StatusCode};
 use serde_json::json;
 use tokio::sync::watch;
 
@@ -104,18 +103,6 @@ pub struct Listener {
     interface_url: String,
     warnings: Vec<String>,
 }
-
-/// How long `close()` waits for open connections to finish.
-const CLOSE_GRACE: Duration = Duration::from_secs(5);
-/// hyper's read and write buffer per connection: a request head larger than this gets
-/// hyper's own bare 431; a response waiting for a slow reader holds at most this (plus one
-/// frame) here.
-const WRITE_BUFFER_BYTES: usize = 64 * 1024;
-/// Longest request target we answer (414 with the documented body beyond).
-const MAX_URI_BYTES: usize = 8 * 1024;
-/// Largest request header section we answer (431 with the documented body beyond; hyper
-/// itself refuses heads beyond `WRITE_BUFFER_BYTES`, and more than 100 header fields).
-const MAX_HEADER_BYTES: usize = 32 * 1024;
 
 impl Listener {
     /// Loads the credentials, binds `config.host:config.port` and starts serving `plane`.
@@ -184,7 +171,7 @@ impl Listener {
             let _guard = runtime.enter();
             tokio::net::TcpListener::from_std(std_listener).map_err(|e| e.to_string())?
         };
-        let serve = runtime.spawn(serve(listener, shared));
+        let serve = runtime.spawn(accept::serve(listener, shared));
         crate::log::event(
             "a2a_server_started",
             json!({ "bind": local_addr.to_string(), "url": interface_url }),
@@ -230,7 +217,7 @@ impl Listener {
         let _ = self.shutdown.send(true);
         if let Some(serve) = self.serve.take() {
             let _ = runtime.block_on(async {
-                tokio::time::timeout(CLOSE_GRACE + Duration::from_secs(1), serve).await
+                tokio::time::timeout(accept::CLOSE_GRACE + Duration::from_secs(1), serve).await
             });
         }
         runtime.shutdown_timeout(Duration::from_secs(1));
@@ -255,196 +242,6 @@ fn base_path_of(url: &str) -> String {
     }
 }
 
-async fn serve(listener: tokio::net::TcpListener, shared: Arc<Shared>) {
-    let connections = shared.connections.clone();
-    let mut shutdown = shared.shutdown.clone();
-    let idle = Duration::from_millis(shared.config.idle_timeout_ms);
-    let write_timeout = Duration::from_millis(shared.config.write_timeout_ms);
-    loop {
-        let stream = tokio::select! {
-            _ = shutdown.changed() => break,
-            accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => stream,
-                Err(_) => {
-                    // Out of file descriptors and the like: back off instead of spinning.
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
-        };
-        // At the limit, the longest-idle connection makes room for this one.
-        let slot = tokio::select! {
-            _ = shutdown.changed() => break,
-            slot = connections.admit() => slot,
-        };
-        let _ = stream.set_nodelay(true);
-        let service = {
-            let (shared, slot) = (shared.clone(), slot.clone());
-            hyper::service::service_fn(move |req| {
-                let shared = shared.clone();
-                let request = shared.connections.request_started(&slot);
-                let slot = slot.clone();
-                async move {
-                    let response = handle(shared, slot, req).await;
-                    // The request counts as in flight until hyper has written (and dropped)
-                    // the whole response body.
-                    Ok::<_, Infallible>(response.map(|body| {
-                        http_body_util::BodyExt::boxed(Tracked {
-                            inner: body,
-                            _request: request,
-                        })
-                    }))
-                }
-            })
-        };
-        let io = TokioIo::new(conn::WriteDeadline::new(stream, write_timeout));
-        let conn = hyper::server::conn::http1::Builder::new()
-            .timer(timer::ConnTimer::default())
-            .header_read_timeout(idle)
-            .max_buf_size(WRITE_BUFFER_BYTES)
-            .keep_alive(true)
-            .serve_connection(io, service);
-        let mut shutdown = shutdown.clone();
-        // Returns the slot when the task ends, even by a panic in a handler.
-        let end = conn::ConnectionEnd::new(connections.clone(), slot.clone());
-        tokio::spawn(async move {
-            tokio::pin!(conn);
-            let ended = tokio::select! {
-                ended = conn.as_mut() => Some(ended),
-                _ = slot.close_requested() => None,
-                _ = shutdown.wait_for(|stop| *stop) => None,
-            };
-            let ended = match ended {
-                Some(ended) => ended,
-                None => {
-                    // Idle: closes now; busy: after the response in progress. A connection
-                    // that serves no request yet does not close (a partial request head, a
-                    // response still flushing to a slow reader) is dropped shortly after.
-                    conn.as_mut().graceful_shutdown();
-                    loop {
-                        tokio::select! {
-                            ended = conn.as_mut() => break ended,
-                            _ = tokio::time::sleep(conn::ROOM_PATIENCE) => {
-                                if !slot.is_serving() {
-                                    break Ok(());
-                                }
-                            }
-                        }
-                    }
-                }
-            };
-            if ended.as_ref().is_err_and(conn::is_write_stall) {
-                end.dropped_for_stalling(write_timeout);
-            }
-            drop(end);
-        });
-    }
-    drop(listener);
-    let _ = tokio::time::timeout(CLOSE_GRACE, connections.wait_all_closed()).await;
-}
-
-/// A response body that marks its request done when hyper drops it.
-struct Tracked {
-    inner: Body,
-    _request: conn::RequestGuard,
-}
-
-impl hyper::body::Body for Tracked {
-    type Data = Bytes;
-    type Error = Infallible;
-
-    fn poll_frame(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Bytes>, Infallible>>> {
-        std::pin::Pin::new(&mut self.inner).poll_frame(cx)
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
-    }
-
-    fn size_hint(&self) -> hyper::body::SizeHint {
-        self.inner.size_hint()
-    }
-}
-
-/// The routes of the binding.
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Route {
-    Card,
-    Send,
-    Stream,
-    ListTasks,
-    GetTask(String),
-    CancelTask(String),
-    Subscribe(String),
-    PushConfigs,
-}
-
-impl Route {
-    fn allows(&self, method: &Method) -> bool {
-        match self {
-            Route::Card | Route::ListTasks | Route::GetTask(_) => {
-                method == Method::GET || method == Method::HEAD
-            }
-            Route::Send | Route::Stream | Route::CancelTask(_) => method == Method::POST,
-            Route::Subscribe(_) => method == Method::GET || method == Method::POST,
-            Route::PushConfigs => true,
-        }
-    }
-
-    fn allow_header(&self) -> &'static str {
-        match self {
-            Route::Card | Route::ListTasks | Route::GetTask(_) => "GET, HEAD",
-            Route::Send | Route::Stream | Route::CancelTask(_) => "POST",
-            Route::Subscribe(_) => "GET, POST",
-            Route::PushConfigs => "GET, POST, DELETE",
-        }
-    }
-}
-
-/// Matches a request path (already stripped of the interface's base path).
-fn route(path: &str) -> Option<Route> {
-    match path {
-        "/message:send" => return Some(Route::Send),
-        "/message:stream" => return Some(Route::Stream),
-        "/tasks" | "/tasks/" => return Some(Route::ListTasks),
-        _ => {}
-    }
-    let rest = path.strip_prefix("/tasks/")?;
-    let (segment, tail) = match rest.split_once('/') {
-        Some((segment, tail)) => (segment, Some(tail)),
-        None => (rest, None),
-    };
-    if segment.is_empty() {
-        return None;
-    }
-    if let Some(tail) = tail {
-        let is_push =
-            tail == "pushNotificationConfigs" || tail.starts_with("pushNotificationConfigs/");
-        return is_push.then_some(Route::PushConfigs);
-    }
-    // The verb sits inside the last segment: split on its last `:` before decoding, so
-    // an encoded `%3A` in an id is never taken for a verb.
-    let (raw_id, verb) = match segment.rsplit_once(':') {
-        Some((id, verb)) if verb == "cancel" || verb == "subscribe" => (id, Some(verb)),
-        _ => (segment, None),
-    };
-    let id = percent_encoding::percent_decode_str(raw_id)
-        .decode_utf8()
-        .ok()?
-        .into_owned();
-    if id.is_empty() {
-        return None;
-    }
-    Some(match verb {
-        Some("cancel") => Route::CancelTask(id),
-        Some(_) => Route::Subscribe(id),
-        None => Route::GetTask(id),
-    })
-}
-
 /// A request that passed the common checks.
 pub(crate) struct Ctx {
     pub shared: Arc<Shared>,
@@ -462,155 +259,6 @@ impl Ctx {
             .connections
             .start_stream(&self.slot, &self.principal)
     }
-}
-
-/// 414 or 431 with the documented body, for heads hyper accepted but we do not serve.
-fn check_head(req: &Request<Incoming>) -> Result<(), ApiError> {
-    let target = req.uri().path_and_query().map_or(0, |pq| pq.as_str().len());
-    if target > MAX_URI_BYTES {
-        return Err(ApiError::new(
-            StatusCode::URI_TOO_LONG,
-            "URI_TOO_LONG",
-            format!("the request target is {target} bytes; at most {MAX_URI_BYTES} are served (shorten the query, e.g. the pageToken or contextId)"),
-        ));
-    }
-    let headers: usize = req
-        .headers()
-        .iter()
-        .map(|(name, value)| name.as_str().len() + value.len() + 4)
-        .sum();
-    if headers > MAX_HEADER_BYTES {
-        return Err(ApiError::new(
-            StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
-            "HEADERS_TOO_LARGE",
-            format!(
-                "the request headers are {headers} bytes; at most {MAX_HEADER_BYTES} are served"
-            ),
-        ));
-    }
-    Ok(())
-}
-
-async fn handle(
-    shared: Arc<Shared>,
-    slot: Arc<conn::Slot>,
-    req: Request<Incoming>,
-) -> Response<Body> {
-    if let Err(err) = check_head(&req) {
-        return error_response(&err, &[]);
-    }
-    let path = req.uri().path().to_string();
-    if path == "/.well-known/agent-card.json" {
-        if !Route::Card.allows(req.method()) {
-            return method_not_allowed(&Route::Card);
-        }
-        return serve_card(&shared, &req);
-    }
-    let Some(local) = path.strip_prefix(shared.base_path.as_str()) else {
-        return not_found(&path);
-    };
-    let Some(route) = route(local) else {
-        return not_found(&path);
-    };
-    if !route.allows(req.method()) {
-        return method_not_allowed(&route);
-    }
-    let extensions = negotiate::activated_extensions(req.headers());
-    let respond = |result: Result<Response<Body>, ApiError>| match result {
-        Ok(response) => response,
-        Err(err) => error_response(&err, &extensions),
-    };
-    if let Err(err) = negotiate::check_version(&req) {
-        return respond(Err(err));
-    }
-    // Exactly one Authorization header: with two, which credential acts is ambiguous.
-    let mut authorizations = req.headers().get_all(hyper::header::AUTHORIZATION).iter();
-    let authorization = authorizations.next().and_then(|v| v.to_str().ok());
-    let ambiguous = authorizations.next().is_some();
-    let principal = if ambiguous {
-        None
-    } else {
-        shared
-            .credentials
-            .principal(authorization)
-            .map(str::to_string)
-    };
-    let Some(principal) = principal else {
-        let mut response = error_response(
-            &ApiError::new(
-                StatusCode::UNAUTHORIZED,
-                "UNAUTHENTICATED",
-                if ambiguous {
-                    "the request has more than one Authorization header: send exactly one `Authorization: Bearer <token>`"
-                } else {
-                    "a valid bearer token is required: send `Authorization: Bearer <token>`"
-                },
-            ),
-            &extensions,
-        );
-        response.headers_mut().insert(
-            WWW_AUTHENTICATE,
-            HeaderValue::from_static("Bearer realm=\"a2a\""),
-        );
-        return response;
-    };
-    if route == Route::PushConfigs {
-        return respond(Err(ApiError::push_notifications_unsupported(
-            StatusCode::NOT_IMPLEMENTED,
-            "push notifications are not supported by this agent (its card declares pushNotifications: false); poll the Task or subscribe",
-        )));
-    }
-    let ctx = Ctx {
-        shared,
-        principal,
-        extensions: extensions.clone(),
-        slot,
-    };
-    let result = match route {
-        Route::Send => send::send(ctx, req).await,
-        Route::Stream => send::stream(ctx, req).await,
-        Route::ListTasks => tasks::list(ctx, req).await,
-        Route::GetTask(id) => tasks::get(ctx, req, id).await,
-        Route::CancelTask(id) => tasks::cancel(ctx, req, id).await,
-        Route::Subscribe(id) => tasks::subscribe(ctx, req, id).await,
-        Route::Card | Route::PushConfigs => unreachable!("handled above"),
-    };
-    respond(result)
-}
-
-fn serve_card(shared: &Shared, req: &Request<Incoming>) -> Response<Body> {
-    let card = &shared.card;
-    let matches = req
-        .headers()
-        .get(IF_NONE_MATCH)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| {
-            v.split(',')
-                .any(|tag| tag.trim() == card.etag || tag.trim() == "*")
-        });
-    let mut builder = Response::builder()
-        .header(
-            CACHE_CONTROL,
-            format!("public, max-age={}", card::MAX_AGE_SECONDS),
-        )
-        .header(ETAG, card.etag.as_str())
-        .header(LAST_MODIFIED, card.last_modified.as_str());
-    if matches {
-        builder = builder.status(StatusCode::NOT_MODIFIED);
-        return builder
-            .body(empty())
-            .unwrap_or_else(|_| Response::new(empty()));
-    }
-    let body = if req.method() == Method::HEAD {
-        empty()
-    } else {
-        full(card.body.clone())
-    };
-    builder
-        .status(StatusCode::OK)
-        .header(CONTENT_TYPE, "application/json")
-        .body(body)
-        .unwrap_or_else(|_| Response::new(empty()))
 }
 
 pub(crate) fn full(bytes: Bytes) -> Body {
@@ -640,32 +288,6 @@ pub(crate) fn error_response(err: &ApiError, extensions: &[String]) -> Response<
     json_response(err.status, err.body(), extensions)
 }
 
-fn not_found(path: &str) -> Response<Body> {
-    error_response(
-        &ApiError::new(
-            StatusCode::NOT_FOUND,
-            "NOT_FOUND",
-            format!("no A2A route at {path}; see /.well-known/agent-card.json for this agent's interface"),
-        ),
-        &[],
-    )
-}
-
-fn method_not_allowed(route: &Route) -> Response<Body> {
-    let mut response = error_response(
-        &ApiError::new(
-            StatusCode::METHOD_NOT_ALLOWED,
-            "METHOD_NOT_ALLOWED",
-            format!("this route accepts {}", route.allow_header()),
-        ),
-        &[],
-    );
-    response
-        .headers_mut()
-        .insert(ALLOW, HeaderValue::from_static(route.allow_header()));
-    response
-}
-
 /// A runtime on the test's own thread, for the listener's unit tests.
 #[cfg(test)]
 fn test_runtime() -> tokio::runtime::Runtime {
@@ -678,36 +300,6 @@ fn test_runtime() -> tokio::runtime::Runtime {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn routes_split_the_verb_on_the_last_colon_before_decoding() {
-        assert_eq!(
-            route("/tasks/abc:cancel"),
-            Some(Route::CancelTask("abc".into()))
-        );
-        assert_eq!(
-            route("/tasks/abc:subscribe"),
-            Some(Route::Subscribe("abc".into()))
-        );
-        assert_eq!(route("/tasks/abc"), Some(Route::GetTask("abc".into())));
-        assert_eq!(route("/tasks/a%3Ab"), Some(Route::GetTask("a:b".into())));
-        assert_eq!(
-            route("/tasks/a%2Fb%20c:cancel"),
-            Some(Route::CancelTask("a/b c".into()))
-        );
-        assert_eq!(
-            route("/tasks/x:other"),
-            Some(Route::GetTask("x:other".into()))
-        );
-        assert_eq!(
-            route("/tasks/t/pushNotificationConfigs/c1"),
-            Some(Route::PushConfigs)
-        );
-        assert_eq!(route("/tasks/t/other"), None);
-        assert_eq!(route("/tasks"), Some(Route::ListTasks));
-        assert_eq!(route("/message:send"), Some(Route::Send));
-        assert_eq!(route("/nope"), None);
-    }
 
     #[test]
     fn the_base_path_comes_from_the_interface_url() {

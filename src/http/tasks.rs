@@ -12,17 +12,13 @@ use serde_json::Value;
 
 use super::blocking::{blocking, short_read};
 use super::error::ApiError;
-use super::project::{project_task, task_snapshot, task_state};
+use super::project::{project_task, task_snapshot};
 use super::task_stream::stream_updates;
 use super::{json_response, negotiate, Body, Ctx};
 use crate::plane::ListFilter;
 use crate::wire::convert;
 use crate::wire::json::ListTasksResponseJson;
 use crate::wire::{self, ListTasksResponse, TaskState, Timestamp};
-
-/// Default and largest page of `GET /tasks`.
-const DEFAULT_PAGE_SIZE: u32 = 50;
-const MAX_PAGE_SIZE: u32 = 100;
 
 fn history_length_param(params: &[(String, String)]) -> Result<Option<u32>, ApiError> {
     match params.iter().find(|(k, _)| k == "historyLength") {
@@ -59,7 +55,7 @@ pub async fn get(
 pub async fn list(ctx: Ctx, req: Request<Incoming>) -> Result<Response<Body>, ApiError> {
     let params = negotiate::query_params(req.uri().query());
     let mut filter = ListFilter {
-        page_size: DEFAULT_PAGE_SIZE,
+        page_size: ListFilter::page_size(None)?,
         history_length: history_length_param(&params)?,
         ..ListFilter::default()
     };
@@ -76,20 +72,7 @@ pub async fn list(ctx: Ctx, req: Request<Incoming>) -> Result<Response<Body>, Ap
                 })?;
                 filter.state = convert::state_from_wire(state);
             }
-            "pageSize" => {
-                filter.page_size = value
-                    .parse::<u32>()
-                    .ok()
-                    .filter(|n| (1..=MAX_PAGE_SIZE).contains(n))
-                    .ok_or_else(|| {
-                        ApiError::invalid(
-                            "pageSize",
-                            format!(
-                                "must be between 1 and {MAX_PAGE_SIZE} inclusive, got `{value}`"
-                            ),
-                        )
-                    })?;
-            }
+            "pageSize" => filter.page_size = ListFilter::page_size(Some(value))?,
             "pageToken" if !value.is_empty() => page_token = Some(value),
             "statusTimestampAfter" if !value.is_empty() => {
                 let ts = Timestamp::parse_rfc3339(value)
@@ -208,15 +191,7 @@ pub async fn subscribe(
     task_id: String,
 ) -> Result<Response<Body>, ApiError> {
     optional_body_id(&ctx, req, &task_id).await?;
-    let state = task_state(&ctx, &task_id)?;
-    if state.is_terminal() {
-        return Err(ApiError::unsupported(format!(
-            "task {task_id} is {} and will not change again; read it with GET /tasks/{task_id}",
-            state.as_str()
-        ))
-        .with_metadata("taskId", task_id));
-    }
+    short_read(|| ctx.shared.plane.subscribable(&ctx.principal, &task_id))?;
     let slot = ctx.start_stream()?;
-    // An interrupted Task stays subscribable: the stream waits for its continuation.
     stream_updates(ctx, slot, task_id, None, false).await
 }

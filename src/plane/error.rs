@@ -24,6 +24,8 @@ pub enum PlaneError {
     TaskTerminal { task_id: String, state: TaskState },
     /// The Task is not waiting for input, so an explicit continuation cannot attach.
     NotAwaitingInput { task_id: String, state: TaskState },
+    /// A subscription to a terminal Task: there is nothing left to stream.
+    NotSubscribable { task_id: String, state: TaskState },
     /// Cancel of a terminal Task.
     NotCancelable { task_id: String, state: TaskState },
     /// A message names a Task and a different context.
@@ -59,6 +61,11 @@ impl fmt::Display for PlaneError {
             PlaneError::NotAwaitingInput { task_id, state } => write!(
                 f,
                 "task {task_id} is {} and is not waiting for input; only a task in input_required or auth_required with an open request can be continued",
+                state.as_str()
+            ),
+            PlaneError::NotSubscribable { task_id, state } => write!(
+                f,
+                "task {task_id} is {} and will not change again; read it with GET /tasks/{task_id}",
                 state.as_str()
             ),
             PlaneError::NotCancelable { task_id, state } => write!(
@@ -100,10 +107,11 @@ impl PlaneError {
             PlaneError::TaskNotFound(_) => "TASK_NOT_FOUND",
             PlaneError::ContextNotFound(_) => "NOT_FOUND",
             PlaneError::DuplicateMessageId { .. } => "DUPLICATE_MESSAGE_ID",
-            // A terminal Task, or one that does not wait for input, cannot take a message.
-            PlaneError::TaskTerminal { .. } | PlaneError::NotAwaitingInput { .. } => {
-                "UNSUPPORTED_OPERATION"
-            }
+            // A terminal Task, or one that does not wait for input, cannot take a message;
+            // a terminal one has no updates to subscribe to.
+            PlaneError::TaskTerminal { .. }
+            | PlaneError::NotAwaitingInput { .. }
+            | PlaneError::NotSubscribable { .. } => "UNSUPPORTED_OPERATION",
             PlaneError::NotCancelable { .. } => "TASK_NOT_CANCELABLE",
             PlaneError::UnknownSource(_)
             | PlaneError::FailedPrecondition(_)

@@ -13,6 +13,8 @@
 //!   [`acceptance::create_task`], [`acceptance::continue_task`];
 //! - the intake decision for an A2A message (explicit taskId → continue; prior outcome;
 //!   the executor's direct Message or a Task): [`TaskPlane::intake`] (`route.rs`);
+//! - a listing's page size, and who may subscribe to a Task: [`ListFilter::page_size`],
+//!   [`TaskPlane::subscribable`] (`query.rs`);
 //! - what the agent may do to a Task, and the caller's cancel: [`agent`];
 //! - the durable half of the wake queue (deliver, give up, replay): [`wakes`];
 //! - outbound delivery, at most one provider mutation per delivery: [`delivery`];

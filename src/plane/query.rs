@@ -1,8 +1,12 @@
 //! Reading Tasks: one Task (the caller's own, or any for the agent side), a principal's
 //! Tasks by filter, newest status first, with keyset pagination (a page boundary is a
 //! position, not an offset, so inserts do not shift later pages), and the operator's view.
+//! With the two rules of what a caller may ask to read: a listing's page size
+//! ([`ListFilter::page_size`]) and a subscription ([`TaskPlane::subscribable`]), so every
+//! binding answers them alike.
 
 use super::{PlaneError, TaskPlane};
+use crate::field_error::FieldError;
 use crate::record::{TaskRecord, TaskState};
 use crate::store::tasks::{self, PageQuery};
 pub use crate::store::tasks::{PageCursor, SummaryFilter, TaskSummary};
@@ -20,6 +24,33 @@ pub struct ListFilter {
     pub after: Option<PageCursor>,
     pub history_length: Option<u32>,
     pub include_artifacts: bool,
+}
+
+/// A listing's page size when the caller names none.
+const DEFAULT_PAGE_SIZE: u32 = 50;
+/// The largest page a caller may ask for.
+const MAX_PAGE_SIZE: u32 = 100;
+
+impl ListFilter {
+    /// The page size of a listing whose caller asked for `requested`, as it was sent (a
+    /// query parameter's text, or a number's decimal digits; `None`: not sent): the
+    /// default when not sent, else a whole number from 1 to 100, else refused naming
+    /// `pageSize` (the refusal repeats what was sent).
+    pub fn page_size(requested: Option<&str>) -> Result<u32, PlaneError> {
+        let Some(value) = requested else {
+            return Ok(DEFAULT_PAGE_SIZE);
+        };
+        value
+            .parse::<u32>()
+            .ok()
+            .filter(|n| (1..=MAX_PAGE_SIZE).contains(n))
+            .ok_or_else(|| {
+                PlaneError::Invalid(FieldError::new(
+                    "pageSize",
+                    format!("must be between 1 and {MAX_PAGE_SIZE} inclusive, got `{value}`"),
+                ))
+            })
+    }
 }
 
 /// One page of a listing.
@@ -62,6 +93,24 @@ impl TaskPlane {
                 .map(|row| read_full(conn, row, history_length, include_artifacts))
                 .transpose()
         })
+    }
+
+    /// Whether the principal may subscribe to the Task's updates: it must be theirs
+    /// (`TaskNotFound` otherwise) and not terminal, since a terminal Task never changes
+    /// again (`NotSubscribable`). An interrupted Task stays subscribable: its stream waits
+    /// for the continuation.
+    pub fn subscribable(&self, principal: &str, task_id: &str) -> Result<(), PlaneError> {
+        let state = self
+            .get_task(principal, task_id, Some(0), false)?
+            .ok_or_else(|| PlaneError::TaskNotFound(task_id.to_string()))?
+            .state;
+        if state.is_terminal() {
+            return Err(PlaneError::NotSubscribable {
+                task_id: task_id.to_string(),
+                state,
+            });
+        }
+        Ok(())
     }
 
     /// The principal's Tasks that match `filter`, newest status first.

@@ -1,8 +1,10 @@
 //! Helpers shared by the integration tests: temporary store roots and plane builders.
 #![allow(dead_code)]
 
+pub mod contract;
 pub mod http;
 pub mod server;
+pub mod wake;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

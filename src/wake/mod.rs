@@ -21,8 +21,14 @@
 //!
 //! Threads: the driver calls `next_wake` (blocking) and `turn_ended`; a feeder thread
 //! admits acceptances from the plane's event bus; tools check `authority`.
+//!
+//! Files: this one (the queue: admission, hold, delivery, the end of a turn), `state.rs`
+//! (what it holds under its lock, and which wake goes next) and `messages.rs` (what the
+//! callers read in their Task's status message).
 
-use std::collections::VecDeque;
+mod messages;
+mod state;
+
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
@@ -31,6 +37,10 @@ use serde_json::json;
 use crate::events::Accepted;
 use crate::plane::{Delivery, PlaneError, TaskPlane};
 use crate::record::EvidenceKind;
+pub use messages::{
+    brief, overflow_message, turn_retry_message, turns_exhausted_message, unsettled_failure_message,
+};
+use state::{requeue_front, Active, After, Pending, State, Take};
 
 /// Wakes that may wait behind the offered or active turn.
 pub const MAX_WAITING: usize = 128;
@@ -73,75 +83,6 @@ pub struct TurnError {
     pub configuration: bool,
 }
 
-/// Human-readable seconds for a status message (`5 s`, `2 min`).
-fn spoken(delay: Duration) -> String {
-    let secs = delay.as_secs();
-    if secs >= 120 && secs.is_multiple_of(60) {
-        format!("{} min", secs / 60)
-    } else if secs >= 1 {
-        format!("{secs} s")
-    } else {
-        format!("{} ms", delay.as_millis())
-    }
-}
-
-/// At most this much of an error reaches a caller (the whole of it is in the log).
-const BRIEF_CHARS: usize = 240;
-
-/// An error as a caller reads it: its first line, at most [`BRIEF_CHARS`] characters (a
-/// provider's error body can be long, and is the operator's business).
-pub fn brief(reason: &str) -> String {
-    let line = reason.lines().next().unwrap_or("").trim();
-    let line = line.strip_suffix('.').unwrap_or(line);
-    if line.chars().count() > BRIEF_CHARS {
-        let cut: String = line.chars().take(BRIEF_CHARS - 1).collect();
-        format!("{cut}…")
-    } else {
-        line.to_string()
-    }
-}
-
-/// What the caller reads when a Task's turn failed and will be retried.
-pub fn turn_retry_message(reason: &str, retry: u32, delay: Duration) -> String {
-    format!(
-        "The resident agent's turn on this task failed: {}. It tries again in {} (retry {retry} of {TURN_RETRIES}); the task stays working meanwhile.",
-        brief(reason),
-        spoken(delay)
-    )
-}
-
-/// What the caller reads when a Task's turns failed too often in a row.
-pub fn turns_exhausted_message(reason: &str, failures: u32) -> String {
-    format!(
-        "The resident agent's turns on this task failed {failures} times in a row (last: {}). The task stays working and is offered again when the resident restarts; cancel it to stop waiting.",
-        brief(reason)
-    )
-}
-
-/// What the caller reads when the Task failed because its turns ended unsettled.
-pub fn unsettled_failure_message(deliveries: i64, last_error: Option<&TurnError>) -> String {
-    match last_error {
-        Some(TurnError { text, configuration: true }) => format!(
-            "The resident agent could not settle this task: {}. This is a problem in the resident's configuration, and its operator has been told; sending the task again fails the same way until it is fixed.",
-            brief(text)
-        ),
-        Some(TurnError { text, configuration: false }) => format!(
-            "The resident agent ended {deliveries} turns in a row without settling this task; the last error it met: {}. Send it again as a new message to retry.",
-            brief(text)
-        ),
-        None => format!(
-            "The resident agent ended {deliveries} turns in a row without settling this task (it neither completed, rejected nor asked about it). Send it again as a new message to retry."
-        ),
-    }
-}
-
-/// What the caller reads when its wake could not be admitted.
-pub fn overflow_message() -> String {
-    format!(
-        "The resident agent could not take this task: {MAX_WAITING} tasks were already waiting for it. Send it again as a new message later."
-    )
-}
-
 /// A wake handed to the driver: prompt this Task's session now.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Wake {
@@ -159,61 +100,6 @@ pub enum TurnOutcome {
     Ended,
     /// The turn failed (model or session error).
     Failed,
-}
-
-#[derive(Debug, Clone)]
-struct Pending {
-    accepted: Accepted,
-    failures: u32,
-    /// Not offered before this (a failed turn waits for its retry delay).
-    not_before: Option<Instant>,
-    /// The last error the agent met on this activation.
-    last_error: Option<TurnError>,
-}
-
-impl Pending {
-    fn new(accepted: Accepted) -> Self {
-        Pending {
-            accepted,
-            failures: 0,
-            not_before: None,
-            last_error: None,
-        }
-    }
-}
-
-#[derive(Debug)]
-struct Active {
-    pending: Pending,
-    delivery: i64,
-}
-
-#[derive(Default)]
-struct State {
-    waiting: VecDeque<Pending>,
-    active: Option<Active>,
-    closed: bool,
-    /// Why the driver cannot work Tasks now; nothing is delivered while it is set.
-    hold: Option<String>,
-    /// A wake is being delivered (taken from `waiting`, not yet `active`): nobody else may
-    /// take one meanwhile.
-    delivering: bool,
-}
-
-/// What [`WakeQueue::take`] found.
-enum Take {
-    Closed,
-    TimedOut,
-    Ready(Pending),
-    /// Nothing to deliver now; look again at this instant (or when notified).
-    Wait(Instant),
-}
-
-/// What to do after a delivery attempt.
-enum After {
-    Done(Option<Wake>),
-    Again,
-    Backoff(Duration),
 }
 
 struct Inner {
@@ -432,35 +318,6 @@ impl WakeQueue {
             .map(|a| a.pending.accepted.task_id.clone())
     }
 
-    /// Under the lock: the next wake to deliver, if one may be delivered now (no turn active
-    /// or being delivered, not held, its retry delay passed); it is then marked as being
-    /// delivered, so there is one active turn whoever calls. Else when to look again.
-    fn take(&self, state: &mut State, now: Instant, deadline: Instant) -> Take {
-        if state.closed {
-            return Take::Closed;
-        }
-        let mut wake_at = deadline;
-        if state.active.is_none() && !state.delivering && state.hold.is_none() {
-            // The first waiting wake whose retry delay has passed.
-            let ready = state
-                .waiting
-                .iter()
-                .position(|p| p.not_before.is_none_or(|t| t <= now));
-            if let Some(pending) = ready.and_then(|i| state.waiting.remove(i)) {
-                state.delivering = true;
-                return Take::Ready(pending);
-            }
-            if let Some(t) = state.waiting.iter().filter_map(|p| p.not_before).min() {
-                wake_at = wake_at.min(t);
-            }
-        }
-        if now >= deadline {
-            Take::TimedOut
-        } else {
-            Take::Wait(wake_at)
-        }
-    }
-
     /// After a delivery attempt of `pending`: the wake (now the active turn), or what to do
     /// next.
     fn delivered(
@@ -528,7 +385,7 @@ impl WakeQueue {
             let pending = {
                 let mut state = self.lock();
                 loop {
-                    match self.take(&mut state, Instant::now(), deadline) {
+                    match state.take(Instant::now(), deadline) {
                         Take::Closed | Take::TimedOut => return None,
                         Take::Ready(pending) => break pending,
                         Take::Wait(until) => {
@@ -568,7 +425,7 @@ impl WakeQueue {
             notified.as_mut().enable();
             let taken = {
                 let mut state = self.lock();
-                self.take(&mut state, Instant::now(), deadline)
+                state.take(Instant::now(), deadline)
             };
             match taken {
                 Take::Closed | Take::TimedOut => return None,
@@ -738,17 +595,5 @@ impl WakeQueue {
 
     pub fn plane(&self) -> &TaskPlane {
         &self.inner.plane
-    }
-}
-
-/// Puts a wake back at the front, unless a newer activation of the same Task is waiting
-/// already (it supersedes this one: one wake per Task).
-fn requeue_front(state: &mut State, pending: Pending) {
-    if !state
-        .waiting
-        .iter()
-        .any(|p| p.accepted.task_id == pending.accepted.task_id)
-    {
-        state.waiting.push_front(pending);
     }
 }

@@ -1,0 +1,137 @@
+//! The accept loop: each connection admitted into the pool (at the limit the longest-idle
+//! one makes room), served by hyper's HTTP/1 with the header-read and write deadlines,
+//! closed gracefully on shutdown or when the pool asks for its room, and each request
+//! counted in flight until hyper has written its whole response body.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use hyper_util::rt::TokioIo;
+
+use super::router::handle;
+use super::{conn, timer, Body, Shared};
+
+/// How long `close()` waits for open connections to finish.
+pub(super) const CLOSE_GRACE: Duration = Duration::from_secs(5);
+/// hyper's read and write buffer per connection: a request head larger than this gets
+/// hyper's own bare 431; a response waiting for a slow reader holds at most this (plus one
+/// frame) here.
+const WRITE_BUFFER_BYTES: usize = 64 * 1024;
+
+/// Accepts connections on `listener` until shutdown, then waits (at most [`CLOSE_GRACE`])
+/// for the open ones to finish.
+pub(super) async fn serve(listener: tokio::net::TcpListener, shared: Arc<Shared>) {
+    let connections = shared.connections.clone();
+    let mut shutdown = shared.shutdown.clone();
+    let idle = Duration::from_millis(shared.config.idle_timeout_ms);
+    let write_timeout = Duration::from_millis(shared.config.write_timeout_ms);
+    loop {
+        let stream = tokio::select! {
+            _ = shutdown.changed() => break,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                Err(_) => {
+                    // Out of file descriptors and the like: back off instead of spinning.
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+        };
+        // At the limit, the longest-idle connection makes room for this one.
+        let slot = tokio::select! {
+            _ = shutdown.changed() => break,
+            slot = connections.admit() => slot,
+        };
+        let _ = stream.set_nodelay(true);
+        let service = {
+            let (shared, slot) = (shared.clone(), slot.clone());
+            hyper::service::service_fn(move |req| {
+                let shared = shared.clone();
+                let request = shared.connections.request_started(&slot);
+                let slot = slot.clone();
+                async move {
+                    let response = handle(shared, slot, req).await;
+                    // The request counts as in flight until hyper has written (and dropped)
+                    // the whole response body.
+                    Ok::<_, Infallible>(response.map(|body| {
+                        http_body_util::BodyExt::boxed(Tracked {
+                            inner: body,
+                            _request: request,
+                        })
+                    }))
+                }
+            })
+        };
+        let io = TokioIo::new(conn::WriteDeadline::new(stream, write_timeout));
+        let conn = hyper::server::conn::http1::Builder::new()
+            .timer(timer::ConnTimer::default())
+            .header_read_timeout(idle)
+            .max_buf_size(WRITE_BUFFER_BYTES)
+            .keep_alive(true)
+            .serve_connection(io, service);
+        let mut shutdown = shutdown.clone();
+        // Returns the slot when the task ends, even by a panic in a handler.
+        let end = conn::ConnectionEnd::new(connections.clone(), slot.clone());
+        tokio::spawn(async move {
+            tokio::pin!(conn);
+            let ended = tokio::select! {
+                ended = conn.as_mut() => Some(ended),
+                _ = slot.close_requested() => None,
+                _ = shutdown.wait_for(|stop| *stop) => None,
+            };
+            let ended = match ended {
+                Some(ended) => ended,
+                None => {
+                    // Idle: closes now; busy: after the response in progress. A connection
+                    // that serves no request yet does not close (a partial request head, a
+                    // response still flushing to a slow reader) is dropped shortly after.
+                    conn.as_mut().graceful_shutdown();
+                    loop {
+                        tokio::select! {
+                            ended = conn.as_mut() => break ended,
+                            _ = tokio::time::sleep(conn::ROOM_PATIENCE) => {
+                                if !slot.is_serving() {
+                                    break Ok(());
+                                }
+                            }
+                        }
+                    }
+                }
+            };
+            if ended.as_ref().is_err_and(conn::is_write_stall) {
+                end.dropped_for_stalling(write_timeout);
+            }
+            drop(end);
+        });
+    }
+    drop(listener);
+    let _ = tokio::time::timeout(CLOSE_GRACE, connections.wait_all_closed()).await;
+}
+
+/// A response body that marks its request done when hyper drops it.
+struct Tracked {
+    inner: Body,
+    _request: conn::RequestGuard,
+}
+
+impl hyper::body::Body for Tracked {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Bytes>, Infallible>>> {
+        std::pin::Pin::new(&mut self.inner).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.inner.size_hint()
+    }
+}

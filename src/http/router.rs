@@ -1,0 +1,271 @@
+//! The router and the checks every request passes, in order: head size (414, 431) →
+//! route (404) → method (405) → `A2A-Version` (400 `VERSION_NOT_SUPPORTED`) → bearer
+//! principal (401) → push-notification configs (501) → the route's handler (which checks
+//! its content type, body size and ProtoJSON). Paths are our own
+//! (`/tasks/{id}:cancel`-style): the verb is split off before the id is decoded.
+
+use std::sync::Arc;
+
+use hyper::body::Incoming;
+use hyper::header::{HeaderValue, ALLOW, WWW_AUTHENTICATE};
+use hyper::{Method, Request, Response, StatusCode};
+
+use super::{card, conn, error_response, negotiate, send, tasks, ApiError, Body, Ctx, Shared};
+
+/// Longest request target we answer (414 with the documented body beyond).
+const MAX_URI_BYTES: usize = 8 * 1024;
+/// Largest request header section we answer (431 with the documented body beyond; hyper
+/// itself refuses heads beyond its read buffer, `WRITE_BUFFER_BYTES` in `accept.rs`, and
+/// more than 100 header fields).
+const MAX_HEADER_BYTES: usize = 32 * 1024;
+
+/// The routes of the binding.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Route {
+    Card,
+    Send,
+    Stream,
+    ListTasks,
+    GetTask(String),
+    CancelTask(String),
+    Subscribe(String),
+    PushConfigs,
+}
+
+impl Route {
+    fn allows(&self, method: &Method) -> bool {
+        match self {
+            Route::Card | Route::ListTasks | Route::GetTask(_) => {
+                method == Method::GET || method == Method::HEAD
+            }
+            Route::Send | Route::Stream | Route::CancelTask(_) => method == Method::POST,
+            Route::Subscribe(_) => method == Method::GET || method == Method::POST,
+            Route::PushConfigs => true,
+        }
+    }
+
+    fn allow_header(&self) -> &'static str {
+        match self {
+            Route::Card | Route::ListTasks | Route::GetTask(_) => "GET, HEAD",
+            Route::Send | Route::Stream | Route::CancelTask(_) => "POST",
+            Route::Subscribe(_) => "GET, POST",
+            Route::PushConfigs => "GET, POST, DELETE",
+        }
+    }
+}
+
+/// Matches a request path (already stripped of the interface's base path).
+fn route(path: &str) -> Option<Route> {
+    match path {
+        "/message:send" => return Some(Route::Send),
+        "/message:stream" => return Some(Route::Stream),
+        "/tasks" | "/tasks/" => return Some(Route::ListTasks),
+        _ => {}
+    }
+    let rest = path.strip_prefix("/tasks/")?;
+    let (segment, tail) = match rest.split_once('/') {
+        Some((segment, tail)) => (segment, Some(tail)),
+        None => (rest, None),
+    };
+    if segment.is_empty() {
+        return None;
+    }
+    if let Some(tail) = tail {
+        let is_push =
+            tail == "pushNotificationConfigs" || tail.starts_with("pushNotificationConfigs/");
+        return is_push.then_some(Route::PushConfigs);
+    }
+    // The verb sits inside the last segment: split on its last `:` before decoding, so
+    // an encoded `%3A` in an id is never taken for a verb.
+    let (raw_id, verb) = match segment.rsplit_once(':') {
+        Some((id, verb)) if verb == "cancel" || verb == "subscribe" => (id, Some(verb)),
+        _ => (segment, None),
+    };
+    let id = percent_encoding::percent_decode_str(raw_id)
+        .decode_utf8()
+        .ok()?
+        .into_owned();
+    if id.is_empty() {
+        return None;
+    }
+    Some(match verb {
+        Some("cancel") => Route::CancelTask(id),
+        Some(_) => Route::Subscribe(id),
+        None => Route::GetTask(id),
+    })
+}
+
+/// 414 or 431 with the documented body, for heads hyper accepted but we do not serve.
+fn check_head(req: &Request<Incoming>) -> Result<(), ApiError> {
+    let target = req.uri().path_and_query().map_or(0, |pq| pq.as_str().len());
+    if target > MAX_URI_BYTES {
+        return Err(ApiError::new(
+            StatusCode::URI_TOO_LONG,
+            "URI_TOO_LONG",
+            format!("the request target is {target} bytes; at most {MAX_URI_BYTES} are served (shorten the query, e.g. the pageToken or contextId)"),
+        ));
+    }
+    let headers: usize = req
+        .headers()
+        .iter()
+        .map(|(name, value)| name.as_str().len() + value.len() + 4)
+        .sum();
+    if headers > MAX_HEADER_BYTES {
+        return Err(ApiError::new(
+            StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+            "HEADERS_TOO_LARGE",
+            format!(
+                "the request headers are {headers} bytes; at most {MAX_HEADER_BYTES} are served"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+pub(super) async fn handle(
+    shared: Arc<Shared>,
+    slot: Arc<conn::Slot>,
+    req: Request<Incoming>,
+) -> Response<Body> {
+    if let Err(err) = check_head(&req) {
+        return error_response(&err, &[]);
+    }
+    let path = req.uri().path().to_string();
+    if path == "/.well-known/agent-card.json" {
+        if !Route::Card.allows(req.method()) {
+            return method_not_allowed(&Route::Card);
+        }
+        return card::serve(&shared.card, &req);
+    }
+    let Some(local) = path.strip_prefix(shared.base_path.as_str()) else {
+        return not_found(&path);
+    };
+    let Some(route) = route(local) else {
+        return not_found(&path);
+    };
+    if !route.allows(req.method()) {
+        return method_not_allowed(&route);
+    }
+    let extensions = negotiate::activated_extensions(req.headers());
+    let respond = |result: Result<Response<Body>, ApiError>| match result {
+        Ok(response) => response,
+        Err(err) => error_response(&err, &extensions),
+    };
+    if let Err(err) = negotiate::check_version(&req) {
+        return respond(Err(err));
+    }
+    // Exactly one Authorization header: with two, which credential acts is ambiguous.
+    let mut authorizations = req.headers().get_all(hyper::header::AUTHORIZATION).iter();
+    let authorization = authorizations.next().and_then(|v| v.to_str().ok());
+    let ambiguous = authorizations.next().is_some();
+    let principal = if ambiguous {
+        None
+    } else {
+        shared
+            .credentials
+            .principal(authorization)
+            .map(str::to_string)
+    };
+    let Some(principal) = principal else {
+        let mut response = error_response(
+            &ApiError::new(
+                StatusCode::UNAUTHORIZED,
+                "UNAUTHENTICATED",
+                if ambiguous {
+                    "the request has more than one Authorization header: send exactly one `Authorization: Bearer <token>`"
+                } else {
+                    "a valid bearer token is required: send `Authorization: Bearer <token>`"
+                },
+            ),
+            &extensions,
+        );
+        response.headers_mut().insert(
+            WWW_AUTHENTICATE,
+            HeaderValue::from_static("Bearer realm=\"a2a\""),
+        );
+        return response;
+    };
+    if route == Route::PushConfigs {
+        return respond(Err(ApiError::push_notifications_unsupported(
+            StatusCode::NOT_IMPLEMENTED,
+            "push notifications are not supported by this agent (its card declares pushNotifications: false); poll the Task or subscribe",
+        )));
+    }
+    let ctx = Ctx {
+        shared,
+        principal,
+        extensions: extensions.clone(),
+        slot,
+    };
+    let result = match route {
+        Route::Send => send::send(ctx, req).await,
+        Route::Stream => send::stream(ctx, req).await,
+        Route::ListTasks => tasks::list(ctx, req).await,
+        Route::GetTask(id) => tasks::get(ctx, req, id).await,
+        Route::CancelTask(id) => tasks::cancel(ctx, req, id).await,
+        Route::Subscribe(id) => tasks::subscribe(ctx, req, id).await,
+        Route::Card | Route::PushConfigs => unreachable!("handled above"),
+    };
+    respond(result)
+}
+
+fn not_found(path: &str) -> Response<Body> {
+    error_response(
+        &ApiError::new(
+            StatusCode::NOT_FOUND,
+            "NOT_FOUND",
+            format!("no A2A route at {path}; see /.well-known/agent-card.json for this agent's interface"),
+        ),
+        &[],
+    )
+}
+
+fn method_not_allowed(route: &Route) -> Response<Body> {
+    let mut response = error_response(
+        &ApiError::new(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "METHOD_NOT_ALLOWED",
+            format!("this route accepts {}", route.allow_header()),
+        ),
+        &[],
+    );
+    response
+        .headers_mut()
+        .insert(ALLOW, HeaderValue::from_static(route.allow_header()));
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn routes_split_the_verb_on_the_last_colon_before_decoding() {
+        assert_eq!(
+            route("/tasks/abc:cancel"),
+            Some(Route::CancelTask("abc".into()))
+        );
+        assert_eq!(
+            route("/tasks/abc:subscribe"),
+            Some(Route::Subscribe("abc".into()))
+        );
+        assert_eq!(route("/tasks/abc"), Some(Route::GetTask("abc".into())));
+        assert_eq!(route("/tasks/a%3Ab"), Some(Route::GetTask("a:b".into())));
+        assert_eq!(
+            route("/tasks/a%2Fb%20c:cancel"),
+            Some(Route::CancelTask("a/b c".into()))
+        );
+        assert_eq!(
+            route("/tasks/x:other"),
+            Some(Route::GetTask("x:other".into()))
+        );
+        assert_eq!(
+            route("/tasks/t/pushNotificationConfigs/c1"),
+            Some(Route::PushConfigs)
+        );
+        assert_eq!(route("/tasks/t/other"), None);
+        assert_eq!(route("/tasks"), Some(Route::ListTasks));
+        assert_eq!(route("/message:send"), Some(Route::Send));
+        assert_eq!(route("/nope"), None);
+    }
+}
