@@ -50,17 +50,20 @@ fn is_secret_field(name: &str) -> bool {
 /// Replaces the values of secret-named fields, at any depth.
 fn redact(value: &mut Value) {
     match value {
-        Value::Object(map) => {
-            for (key, v) in map.iter_mut() {
-                if is_secret_field(key) {
-                    *v = Value::from(REDACTED);
-                } else {
-                    redact(v);
-                }
-            }
-        }
+        Value::Object(map) => redact_members(map),
         Value::Array(items) => items.iter_mut().for_each(redact),
         _ => {}
+    }
+}
+
+/// [`redact`] for an object's members.
+fn redact_members(map: &mut Map<String, Value>) {
+    for (key, v) in map.iter_mut() {
+        if is_secret_field(key) {
+            *v = Value::from(REDACTED);
+        } else {
+            redact(v);
+        }
     }
 }
 
@@ -92,13 +95,7 @@ pub fn warn(name: &str, fields: Value) {
 /// `value`). Secret-named fields are redacted.
 pub fn event_at(level: Level, name: &str, fields: Value) {
     sink();
-    let mut fields = match fields {
-        Value::Object(map) => Value::Object(map),
-        Value::Null => Value::Object(Map::new()),
-        other => Value::Object(Map::from_iter([("value".to_string(), other)])),
-    };
-    redact(&mut fields);
-    let fields = fields.to_string();
+    let fields = line_fields(fields);
     let fields = fields.as_str();
     match level {
         Level::ERROR => tracing::error!(target: TARGET, event = name, fields = fields),
@@ -107,6 +104,27 @@ pub fn event_at(level: Level, name: &str, fields: Value) {
         Level::DEBUG => tracing::debug!(target: TARGET, event = name, fields = fields),
         Level::TRACE => tracing::trace!(target: TARGET, event = name, fields = fields),
     }
+}
+
+/// `fields` as the JSON object whose members follow a line's head, serialised here, once:
+/// the sink writes the members into the line as they are.
+fn line_fields(fields: Value) -> String {
+    let mut fields = match fields {
+        Value::Object(map) => map,
+        Value::Null => Map::new(),
+        other => Map::from_iter([("value".to_string(), other)]),
+    };
+    members_of_a_line(&mut fields);
+    Value::Object(fields).to_string()
+}
+
+/// Makes `fields` fit to follow a line's head: secrets redacted, and no member named like
+/// the ones that lead every line (`ts`, `level`, `event`).
+fn members_of_a_line(fields: &mut Map<String, Value>) {
+    for key in ["ts", "level", "event"] {
+        fields.remove(key);
+    }
+    redact_members(fields);
 }
 
 /// A file that is renamed to `<name>.1` (shifting older ones up to [`KEPT_FILES`]) before
@@ -283,10 +301,11 @@ pub fn configure(target: &LogTarget) -> Configured {
     configured
 }
 
-/// Collects an event's fields: our `event` and pre-serialized `fields`, or any other
-/// `tracing` event's fields (a dependency's `message`, say).
-#[derive(Default)]
+/// Collects an event's fields: our `event` and already serialised `fields` (events of
+/// [`TARGET`] only, which [`event_at`] logs), or any other `tracing` event's fields (a
+/// dependency's `message`, say).
 struct Fields {
+    ours: bool,
     event: Option<String>,
     fields: Option<String>,
     other: Map<String, Value>,
@@ -296,7 +315,7 @@ impl Visit for Fields {
     fn record_str(&mut self, field: &Field, value: &str) {
         match field.name() {
             "event" => self.event = Some(value.to_string()),
-            "fields" => self.fields = Some(value.to_string()),
+            "fields" if self.ours => self.fields = Some(value.to_string()),
             name => {
                 self.other.insert(name.into(), Value::from(value));
             }
@@ -317,47 +336,61 @@ impl<S: Subscriber> Layer<S> for JsonLines {
         let Some(sink) = SINK.get().and_then(Option::as_ref) else {
             return;
         };
-        let mut fields = Fields::default();
-        event.record(&mut fields);
-        // `ts`, `level` and `event` lead every line; the fields follow.
-        let name = fields
-            .event
-            .unwrap_or_else(|| event.metadata().target().to_string());
-        let mut rest = match fields.fields.as_deref().map(serde_json::from_str::<Value>) {
-            Some(Ok(Value::Object(extra))) => extra,
-            _ => Map::new(),
+        let metadata = event.metadata();
+        let mut fields = Fields {
+            ours: metadata.target() == TARGET,
+            event: None,
+            fields: None,
+            other: Map::new(),
         };
-        let mut other = Value::Object(fields.other);
-        redact(&mut other);
-        if let Value::Object(other) = other {
-            rest.extend(other);
-        }
-        for key in ["ts", "level", "event"] {
-            rest.remove(key);
-        }
-        let rest = Value::Object(rest).to_string();
-        let mut line = format!(
-            "{{\"ts\":{},\"level\":\"{}\",\"event\":{}",
+        event.record(&mut fields);
+        let line = json_line(
             crate::clock::Clock::now_ms(&crate::clock::SystemClock),
-            event.metadata().level().as_str().to_ascii_lowercase(),
-            Value::from(name)
+            metadata.level(),
+            fields,
+            metadata.target(),
         );
-        if rest.len() > 2 {
-            line.push(',');
-            line.push_str(&rest[1..]);
-        } else {
-            line.push('}');
-        }
-        line.push('\n');
-        let bytes = line.into_bytes();
         if let Some(file) = sink.file.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
             // A log write that fails (disk full) must not take the plane down with it.
-            let _ = file.write_line(&bytes);
+            let _ = file.write_line(&line);
         }
         if sink.stderr.load(Ordering::SeqCst) {
-            let _ = std::io::stderr().lock().write_all(&bytes);
+            let _ = std::io::stderr().lock().write_all(&line);
         }
     }
+}
+
+/// One log line: `ts`, `level` and `event` lead (an event without a name is named by its
+/// target), the fields follow; `\n` ends it.
+fn json_line(ts_ms: i64, level: &Level, fields: Fields, target: &str) -> Vec<u8> {
+    let mut line = Vec::with_capacity(128);
+    let name = fields.event.as_deref().unwrap_or(target);
+    let _ = write!(
+        line,
+        "{{\"ts\":{ts_ms},\"level\":\"{}\",\"event\":",
+        level.as_str().to_ascii_lowercase()
+    );
+    let _ = serde_json::to_writer(&mut line, name);
+    // `fields` is an object `event_at` wrote: its members go in as they are.
+    let members = fields
+        .fields
+        .as_deref()
+        .and_then(|object| object.strip_prefix('{')?.strip_suffix('}'))
+        .unwrap_or("");
+    if !members.is_empty() {
+        line.push(b',');
+        line.extend_from_slice(members.as_bytes());
+    }
+    let mut other = fields.other;
+    members_of_a_line(&mut other);
+    for (key, value) in &other {
+        line.push(b',');
+        let _ = serde_json::to_writer(&mut line, key);
+        line.push(b':');
+        let _ = serde_json::to_writer(&mut line, value);
+    }
+    line.extend_from_slice(b"}\n");
+    line
 }
 
 #[cfg(test)]
@@ -371,6 +404,48 @@ mod tests {
         assert_eq!(
             v,
             serde_json::json!({"token": REDACTED, "nested": {"Authorization": REDACTED, "ok": 1}, "list": [{"password": REDACTED}]})
+        );
+    }
+
+    #[test]
+    fn a_line_leads_with_ts_level_and_event_and_its_fields_follow_redacted() {
+        let ours = |name: &str, fields: Value| Fields {
+            ours: true,
+            event: Some(name.into()),
+            fields: Some(line_fields(fields)),
+            other: Map::new(),
+        };
+        let line = |fields| String::from_utf8(json_line(7, &Level::WARN, fields, TARGET)).unwrap();
+        assert_eq!(
+            line(ours(
+                "a2a_x",
+                serde_json::json!({"taskId": "t-1", "event": "shadow", "ts": 0, "auth": {"apiToken": "s"}, "n": 1.5}),
+            )),
+            "{\"ts\":7,\"level\":\"warn\",\"event\":\"a2a_x\",\"auth\":{\"apiToken\":\"[redacted]\"},\"n\":1.5,\"taskId\":\"t-1\"}\n"
+        );
+        assert_eq!(
+            line(ours("a2a_\"y\"", Value::Null)),
+            "{\"ts\":7,\"level\":\"warn\",\"event\":\"a2a_\\\"y\\\"\"}\n"
+        );
+        assert_eq!(
+            line(ours("a2a_z", serde_json::json!([1]))),
+            "{\"ts\":7,\"level\":\"warn\",\"event\":\"a2a_z\",\"value\":[1]}\n"
+        );
+        // Another crate's event: named by its target, its fields redacted, a `fields` of
+        // its own kept as a field.
+        let foreign = Fields {
+            ours: false,
+            event: None,
+            fields: None,
+            other: Map::from_iter([
+                ("message".to_string(), Value::from("hi")),
+                ("password".to_string(), Value::from("p")),
+                ("fields".to_string(), Value::from("{}")),
+            ]),
+        };
+        assert_eq!(
+            String::from_utf8(json_line(7, &Level::INFO, foreign, "hyper::proto")).unwrap(),
+            "{\"ts\":7,\"level\":\"info\",\"event\":\"hyper::proto\",\"fields\":\"{}\",\"message\":\"hi\",\"password\":\"[redacted]\"}\n"
         );
     }
 

@@ -1,8 +1,8 @@
 //! Golden tests of the ProtoJSON wire model: every JSON example of the HTTP+JSON binding
 //! reference parses and re-serialises to the same JSON value, and malformed documents give
 //! errors that name the field. Every document written is also checked byte for byte
-//! against serde_json's own writer with the ProtoJSON number rule ([`serde_json_text`]):
-//! the server encodes with its own faster writer (`src/wire/writer.rs`).
+//! against serde_json's compact text with the ProtoJSON number rule ([`serde_json_text`],
+//! stated here on its own so that a change of the server's writer cannot move both).
 
 use a2a_task_plane::wire::json::{decode, encode, ListTasksResponseJson, WireError};
 use a2a_task_plane::wire::validate::Validate;

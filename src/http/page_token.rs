@@ -5,7 +5,8 @@
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
-use sha2::{Digest, Sha256};
+use hmac::{Hmac, Mac};
+use sha2::Sha256;
 
 use crate::plane::{ListFilter, PageCursor};
 
@@ -40,13 +41,13 @@ impl PageTokens {
         let (position, tag) = token.split_once('.')?;
         let position = String::from_utf8(URL_SAFE_NO_PAD.decode(position).ok()?).ok()?;
         let tag = URL_SAFE_NO_PAD.decode(tag).ok()?;
-        let expected = self.tag(principal, filter, &position);
-        // Constant-time comparison: the time taken says nothing about the right tag.
-        if tag.len() != expected.len()
-            || tag.iter().zip(&expected).fold(0u8, |d, (a, b)| d | (a ^ b)) != 0
-        {
+        if tag.len() != TAG_BYTES {
             return None;
         }
+        // Constant-time: the time taken says nothing about the right tag.
+        self.mac(principal, filter, &position)
+            .verify_truncated_left(&tag)
+            .ok()?;
         let (status_ms, seq) = position.split_once('.')?;
         Some(PageCursor {
             status_ms: status_ms.parse().ok()?,
@@ -54,45 +55,34 @@ impl PageTokens {
         })
     }
 
+    /// The first [`TAG_BYTES`] of the HMAC of the query and `position`.
     fn tag(&self, principal: &str, filter: &ListFilter, position: &str) -> [u8; TAG_BYTES] {
+        let mac = self
+            .mac(principal, filter, position)
+            .finalize()
+            .into_bytes();
+        let mut tag = [0u8; TAG_BYTES];
+        tag.copy_from_slice(&mac[..TAG_BYTES]);
+        tag
+    }
+
+    /// HMAC-SHA256 with the store's key over the query and `position`.
+    fn mac(&self, principal: &str, filter: &ListFilter, position: &str) -> Hmac<Sha256> {
         let state = filter.state.map(|s| s.as_str()).unwrap_or("");
         let since = filter
             .status_since_ms
             .map(|ms| ms.to_string())
             .unwrap_or_default();
         let context = filter.context_id.as_deref().unwrap_or("");
+        let mut mac =
+            Hmac::<Sha256>::new_from_slice(&self.key).expect("HMAC takes a key of any length");
         // Length-prefixed fields: no two different queries share a message.
-        let mut message = Vec::with_capacity(128);
         for field in ["page-token-v2", principal, context, state, &since, position] {
-            message.extend_from_slice(&(field.len() as u64).to_be_bytes());
-            message.extend_from_slice(field.as_bytes());
+            mac.update(&(field.len() as u64).to_be_bytes());
+            mac.update(field.as_bytes());
         }
-        let mac = hmac_sha256(&self.key, &message);
-        let mut tag = [0u8; TAG_BYTES];
-        tag.copy_from_slice(&mac[..TAG_BYTES]);
-        tag
+        mac
     }
-}
-
-/// HMAC-SHA256 (RFC 2104).
-fn hmac_sha256(key: &[u8], message: &[u8]) -> [u8; 32] {
-    const BLOCK: usize = 64;
-    let mut block = [0u8; BLOCK];
-    if key.len() > BLOCK {
-        block[..32].copy_from_slice(&Sha256::digest(key));
-    } else {
-        block[..key.len()].copy_from_slice(key);
-    }
-    let pad = |byte: u8| block.map(|b| b ^ byte);
-    let inner = Sha256::new()
-        .chain_update(pad(0x36))
-        .chain_update(message)
-        .finalize();
-    Sha256::new()
-        .chain_update(pad(0x5c))
-        .chain_update(inner)
-        .finalize()
-        .into()
 }
 
 #[cfg(test)]
@@ -100,14 +90,51 @@ mod tests {
     use super::*;
     use crate::record::TaskState;
 
+    fn working() -> ListFilter {
+        ListFilter {
+            state: Some(TaskState::Working),
+            ..ListFilter::default()
+        }
+    }
+
     #[test]
-    fn hmac_matches_rfc_4231_test_case_2() {
-        let mac = hmac_sha256(b"Jefe", b"what do ya want for nothing?");
-        let hex: String = mac.iter().map(|b| format!("{b:02x}")).collect();
-        assert_eq!(
-            hex,
-            "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"
-        );
+    fn a_token_issued_before_keeps_its_bytes_and_still_verifies() {
+        // Issued with the key, message layout and 16-byte tag of the first release (the
+        // tag is HMAC-SHA256 per RFC 2104, computed independently of this code).
+        let issued = "MTcwMDAwMDAwMDAwMC40Mg.62cu91sUc66tohNdkqehsw";
+        let tokens = PageTokens::new(vec![7; 32]);
+        let cursor = PageCursor {
+            status_ms: 1_700_000_000_000,
+            seq: 42,
+        };
+        assert_eq!(tokens.issue("alice", &working(), cursor), issued);
+        assert_eq!(tokens.check("alice", &working(), issued), Some(cursor));
+    }
+
+    #[test]
+    fn a_tampered_or_truncated_tag_is_refused() {
+        let tokens = PageTokens::new(vec![7; 32]);
+        let cursor = PageCursor {
+            status_ms: 1_700_000_000_000,
+            seq: 42,
+        };
+        let token = tokens.issue("alice", &working(), cursor);
+        let (position, tag) = token.split_once('.').unwrap();
+        let tag = URL_SAFE_NO_PAD.decode(tag).unwrap();
+        for byte in 0..tag.len() {
+            let mut flipped = tag.clone();
+            flipped[byte] ^= 1;
+            let token = format!("{position}.{}", URL_SAFE_NO_PAD.encode(&flipped));
+            assert_eq!(tokens.check("alice", &working(), &token), None, "{byte}");
+        }
+        for len in [0, 1, tag.len() - 1] {
+            let token = format!("{position}.{}", URL_SAFE_NO_PAD.encode(&tag[..len]));
+            assert_eq!(tokens.check("alice", &working(), &token), None, "{len}");
+        }
+        let mut longer = tag.clone();
+        longer.push(0);
+        let token = format!("{position}.{}", URL_SAFE_NO_PAD.encode(&longer));
+        assert_eq!(tokens.check("alice", &working(), &token), None);
     }
 
     #[test]

@@ -155,7 +155,7 @@ pub fn event_frame_into(frames: &mut Vec<u8>, activated: &[String], event: &Task
             frames.extend_from_slice(b"{\"statusUpdate\":");
             ids_into(frames, task_id, context_id);
             frames.extend_from_slice(b",\"status\":{\"state\":");
-            wire::json::write_str(frames, convert::state_to_wire(*state).as_str_name());
+            wire::json::encode_into(frames, convert::state_to_wire(*state).as_str_name());
             if let Some(message) = message {
                 frames.extend_from_slice(b",\"message\":");
                 let message = status_message(message, task_id, context_id, activated);
@@ -203,9 +203,9 @@ fn update_artifact(artifact: &ArtifactRecord, activated: &[String]) -> wire::Art
 fn ids_into(frames: &mut Vec<u8>, task_id: &str, context_id: &str) {
     debug_assert!(!task_id.is_empty() && !context_id.is_empty());
     frames.extend_from_slice(b"{\"taskId\":");
-    wire::json::write_str(frames, task_id);
+    wire::json::encode_into(frames, task_id);
     frames.extend_from_slice(b",\"contextId\":");
-    wire::json::write_str(frames, context_id);
+    wire::json::encode_into(frames, context_id);
 }
 
 /// The durable Task for this caller, or `TASK_NOT_FOUND` (a foreign Task is reported the

@@ -4,21 +4,22 @@
 //! needs on top:
 //! - decoding reports the path of the offending field (`message.parts[0].text`) and then
 //!   checks the REQUIRED members ([`Validate`]);
-//! - encoding writes integral `google.protobuf.Value` numbers without `.0` (`42`, not
-//!   `42.0`), so clients that compare text or types see what they sent, through its own
-//!   writer (`writer.rs`: serde_json's text, with faster string escaping);
+//! - encoding is serde_json's compact text, with integral `google.protobuf.Value` numbers
+//!   written without `.0` (`42`, not `42.0`, by [`ProtoJsonNumbers`]), so clients that
+//!   compare text or types see what they sent;
 //! - [`ListTasksResponseJson`] always writes `tasks`, `nextPageToken`, `pageSize` and
 //!   `totalSize`, which the binding requires even at their default values.
 
 use std::fmt;
+use std::io;
 
 use serde::de::DeserializeOwned;
 use serde::ser::SerializeStruct;
 use serde::Serialize;
+use serde_json::ser::{CompactFormatter, Formatter};
 
 use super::validate::{At, Validate};
-use super::writer::Writer;
-use super::ListTasksResponse;
+use super::{ListTasksResponse, MAX_EXACT_INTEGER};
 use crate::field_error::FieldError;
 
 /// Why a ProtoJSON document was refused: what was being decoded, and which field was
@@ -140,23 +141,35 @@ pub fn encode<T: Serialize + ?Sized>(value: &T) -> String {
     // A Task with its history is ~600 bytes: one allocation for most responses.
     let mut out = Vec::with_capacity(1024);
     encode_into(&mut out, value);
-    // The writer writes only valid UTF-8 (`&str`s whole or escaped, ASCII otherwise).
-    String::from_utf8(out).expect("the JSON writer's output is UTF-8")
+    // serde_json writes only valid UTF-8.
+    String::from_utf8(out).expect("serde_json's output is UTF-8")
 }
 
-/// Appends the compact ProtoJSON encoding of `value` to `out` (`writer.rs`: serde_json's
-/// text, with integral doubles within ±2^53 − 1 written as integers).
+/// Appends the compact ProtoJSON encoding of `value` to `out`.
 pub fn encode_into<T: Serialize + ?Sized>(out: &mut Vec<u8>, value: &T) {
     // The wire types serialise infallibly: no maps with non-string keys, and every
     // Timestamp the server writes comes from its own clock (in range).
     value
-        .serialize(&mut Writer { out })
+        .serialize(&mut serde_json::Serializer::with_formatter(
+            out,
+            ProtoJsonNumbers,
+        ))
         .expect("wire types always serialise to JSON");
 }
 
-/// Appends `text` as a JSON string, escaped as [`encode_into`] escapes strings.
-pub fn write_str(out: &mut Vec<u8>, text: &str) {
-    super::writer::write_str(out, text);
+/// serde_json's compact formatter, writing doubles as ProtoJSON wants them: integral values
+/// within ±[`MAX_EXACT_INTEGER`] without `.0` (`42`, not `42.0`), others as serde_json
+/// writes them (serde_json writes NaN and infinities as `null` before asking for this).
+struct ProtoJsonNumbers;
+
+impl Formatter for ProtoJsonNumbers {
+    fn write_f64<W: ?Sized + io::Write>(&mut self, writer: &mut W, value: f64) -> io::Result<()> {
+        if value.fract() == 0.0 && value.abs() <= MAX_EXACT_INTEGER {
+            CompactFormatter.write_i64(writer, value as i64)
+        } else {
+            CompactFormatter.write_f64(writer, value)
+        }
+    }
 }
 
 /// A `ListTasksResponse` with every member present, as the binding requires.
@@ -170,5 +183,36 @@ impl Serialize for ListTasksResponseJson<'_> {
         s.serialize_field("pageSize", &self.0.page_size)?;
         s.serialize_field("totalSize", &self.0.total_size)?;
         s.end()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn doubles_follow_the_protojson_number_rule() {
+        let cases = [
+            (0.0, "0"),
+            (-0.0, "0"),
+            (42.0, "42"),
+            (-7.0, "-7"),
+            (1.5, "1.5"),
+            (MAX_EXACT_INTEGER, "9007199254740991"),
+            (-MAX_EXACT_INTEGER, "-9007199254740991"),
+            (MAX_EXACT_INTEGER + 1.0, "9007199254740992.0"),
+            (f64::NAN, "null"),
+            (f64::NEG_INFINITY, "null"),
+        ];
+        for (value, written) in cases {
+            assert_eq!(encode(&value), written, "{value}");
+        }
+        for value in [1e300, -2.5e-300, 0.1, 1.0 / 3.0, f64::MAX] {
+            assert_eq!(encode(&value), serde_json::to_string(&value).unwrap());
+        }
+        let number = pbjson_types::Value {
+            kind: Some(pbjson_types::value::Kind::NumberValue(42.0)),
+        };
+        assert_eq!(encode(&number), "42");
     }
 }

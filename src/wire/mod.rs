@@ -2,11 +2,10 @@
 //! (pbjson), plus what ProtoJSON needs beyond the generated code.
 //!
 //! - [`Timestamp`] replaces `google.protobuf.Timestamp` so output is `Z`-normalised.
-//! - [`json`] encodes and decodes: integral numbers without `.0`, parse errors that name
-//!   the field, and the binding's always-present `ListTasksResponse` members.
+//! - [`json`] encodes (through serde_json) and decodes: integral numbers without `.0`,
+//!   parse errors that name the field, and the binding's always-present
+//!   `ListTasksResponse` members.
 //! - [`validate`] checks what the proto marks REQUIRED and what a oneof must hold.
-//! - `writer` is the JSON writer [`json`] encodes with (serde_json's text, escaping
-//!   strings eight bytes at a time).
 //!
 //! The stores never hold these types: they are built at the boundary from native records.
 
@@ -16,7 +15,6 @@ pub mod convert;
 pub mod extensions;
 pub mod json;
 pub mod validate;
-mod writer;
 
 pub use timestamp::Timestamp;
 
