@@ -120,7 +120,7 @@ impl AgentBridge {
         timeout_ms: Option<u32>,
     ) -> Result<PromiseRaw<'env, Settled<Option<WakeInfo>>>> {
         let queue = self.queue.clone();
-        let timeout = std::time::Duration::from_millis(u64::from(timeout_ms.unwrap_or(1000)));
+        let timeout = crate::plane::defaults::wait(timeout_ms);
         // Awaited on the addon's runtime: no thread waits for a wake.
         spawn(env, async move {
             Ok(queue.next_wake_async(timeout).await.map(|w| WakeInfo {
