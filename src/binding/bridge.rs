@@ -34,6 +34,11 @@ js_enum! {
     }
 }
 
+/// The most characters `a2a_complete_task`'s `response` may have: a longer one is refused
+/// (`INVALID_ARGUMENT`, naming the limit and its length).
+#[napi]
+pub const RESPONSE_MAX_CHARS: u32 = crate::tools::RESPONSE_MAX_CHARS as u32;
+
 /// A wake handed to the driver: prompt this Task's session now.
 #[napi(object)]
 pub struct WakeInfo {
