@@ -561,6 +561,12 @@ export interface ReadTaskResult {
  */
 export type Recovery = 'idempotency_key' | 'lookup' | 'ambiguous'
 
+/**
+ * The most characters `a2a_complete_task`'s `response` may have: a longer one is refused
+ * (`INVALID_ARGUMENT`, naming the limit and its length).
+ */
+export declare const RESPONSE_MAX_CHARS: number
+
 /** How the provider mutation went: exactly one member. */
 export interface SendResult {
   /** It happened; the provider's response id. */
@@ -608,6 +614,25 @@ export interface TaskActivity {
  * is taken too.
  */
 export type TaskState = 'TASK_STATE_SUBMITTED' | 'TASK_STATE_WORKING' | 'TASK_STATE_INPUT_REQUIRED' | 'TASK_STATE_AUTH_REQUIRED' | 'TASK_STATE_COMPLETED' | 'TASK_STATE_FAILED' | 'TASK_STATE_CANCELED' | 'TASK_STATE_REJECTED'
+
+/**
+ * Which Task states are active, interrupted (waiting for the caller) and terminal; every
+ * state is in exactly one set, in the order `TaskState` lists them.
+ */
+export declare function taskStates(): TaskStates
+
+/** The sets of Task states, as the addon defines them (JS restates none). */
+export interface TaskStates {
+  /** The agent has work to do on the Task (SUBMITTED, WORKING). */
+  active: Array<TaskState>
+  /**
+   * The Task waits for its caller: an answer or an authorization (INPUT_REQUIRED,
+   * AUTH_REQUIRED).
+   */
+  interrupted: Array<TaskState>
+  /** The Task never changes again (COMPLETED, FAILED, CANCELED, REJECTED). */
+  terminal: Array<TaskState>
+}
 
 /** One Task in the operator's view (`recentTasks`). */
 export interface TaskSummary {

@@ -773,7 +773,7 @@ if (
   }
 }
 
-const { A2AListener, A2aListener, AgentBridge, EmbedderAgent, StoreInspector, TaskPlane, CompletionOutcome, configureLogging, Continuation, defaultStoreRoot, DeliveryNext, DeliveryState, Disposition, InterruptKind, listenerEnabled, log, LogLevel, normalizeMessage, normalizeSendMessageRequest, protocolVersion, Recovery, startupWarnings, TaskState, TurnOutcome, UnsuccessfulOutcome } = nativeBinding
+const { A2AListener, A2aListener, AgentBridge, EmbedderAgent, StoreInspector, TaskPlane, CompletionOutcome, configureLogging, Continuation, defaultStoreRoot, DeliveryNext, DeliveryState, Disposition, InterruptKind, listenerEnabled, log, LogLevel, normalizeMessage, normalizeSendMessageRequest, protocolVersion, Recovery, RESPONSE_MAX_CHARS, startupWarnings, TaskState, taskStates, TurnOutcome, UnsuccessfulOutcome } = nativeBinding
 export { A2AListener }
 export { A2aListener }
 export { AgentBridge }
@@ -795,8 +795,10 @@ export { normalizeMessage }
 export { normalizeSendMessageRequest }
 export { protocolVersion }
 export { Recovery }
+export { RESPONSE_MAX_CHARS }
 export { startupWarnings }
 export { TaskState }
+export { taskStates }
 export { TurnOutcome }
 export { UnsuccessfulOutcome }
 export const __napiBindingTarget = __napiLoadedBindingTarget

@@ -1,10 +1,17 @@
 // The addon loads under Node 22 and its first exports call into Rust.
 import assert from "node:assert/strict";
 import test from "node:test";
-import { normalizeMessage, normalizeSendMessageRequest, protocolVersion } from "../index.js";
+import { normalizeMessage, normalizeSendMessageRequest, protocolVersion, taskStates } from "../index.js";
 
 test("protocolVersion comes from Rust", () => {
   assert.equal(protocolVersion(), "1.0");
+});
+
+test("the sets of Task states come from Rust: each state is active, interrupted or terminal", () => {
+  const { active, interrupted, terminal } = taskStates();
+  assert.deepEqual(active, ["TASK_STATE_SUBMITTED", "TASK_STATE_WORKING"]);
+  assert.deepEqual(interrupted, ["TASK_STATE_INPUT_REQUIRED", "TASK_STATE_AUTH_REQUIRED"]);
+  assert.deepEqual(terminal, ["TASK_STATE_COMPLETED", "TASK_STATE_FAILED", "TASK_STATE_CANCELED", "TASK_STATE_REJECTED"]);
 });
 
 test("normalizeMessage returns canonical ProtoJSON", () => {

@@ -58,6 +58,10 @@ test("a burst of activity is one notification line; a single event says what it 
     { taskId: one, state: "TASK_STATE_INPUT_REQUIRED", message: "Which color?" },
   ]);
   assert.deepEqual(mixed, { text: "A2A: 1 task arrived, 1 waits for the caller", level: "info" });
+  assert.deepEqual(summarizeActivity([{ taskId: one, state: "TASK_STATE_AUTH_REQUIRED" }]), {
+    text: `A2A task ${one.slice(0, 8)} waits for its caller`,
+    level: "info",
+  });
   // Notes that keep the state (why a task waits) are for callers, not a notification.
   assert.equal(summarizeActivity([{ taskId: one, state: "TASK_STATE_SUBMITTED", message: "no model" }]), undefined);
   assert.equal(footerText({ url: "http://127.0.0.1:8788", waiting: 0 }), "A2A http://127.0.0.1:8788 · idle");

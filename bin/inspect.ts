@@ -1,8 +1,11 @@
 // The store inspection CLI: lists and shows Tasks, finds a Task's Pi session, counts, and
 // checks the store. It opens the store read-only (no root lock, never a write), so it works
 // while the resident runs. Run it as `bin/a2a-task-plane <command>`.
-import { StoreInspector, type TaskState } from "../index.js";
-import { age, taskDetail, taskLines } from "../extensions/resident-ui.ts";
+import { StoreInspector, type TaskState, taskStates } from "../index.js";
+import { age, stateName, taskDetail, taskLines } from "../extensions/resident-ui.ts";
+
+const { active, interrupted, terminal } = taskStates();
+const states = [...active, ...interrupted, ...terminal].map(stateName);
 
 const USAGE = `usage: a2a-task-plane [--store <root>] <command> [options]
 
@@ -15,7 +18,7 @@ Looks inside a task-plane store, read-only (no lock, never a write; fine while t
   stats [--json]      counts by state, store size, the oldest live Task
   check               SQLite's integrity check and the store's own invariants (exit 1 on a problem)
 --store defaults to CHANNELS_TASK_STORE_PATH, else \${XDG_DATA_HOME:-~/.local/share}/outfitter/channels/task-plane.
-States: submitted, working, input-required, auth-required, completed, failed, canceled, rejected.`;
+States: ${states.join(", ")}.`;
 
 class UsageError extends Error {}
 

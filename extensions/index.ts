@@ -18,6 +18,7 @@ import {
   startupWarnings,
   TaskPlane,
   type TaskState,
+  taskStates,
 } from "../index.js";
 import { ResidentUi, taskDetail, taskLines } from "./resident-ui.ts";
 import { modelProblem, TaskSessionDriver } from "./task-sessions.ts";
@@ -39,6 +40,8 @@ function plainError(text: string): Error {
 }
 
 const USAGE = "usage: /a2a [status] | /a2a tasks [state] | /a2a show <taskId>";
+
+const { active } = taskStates();
 
 export default function a2aTaskPlane(pi: ExtensionAPI): void {
   let plane: TaskPlane | undefined;
@@ -164,7 +167,7 @@ export default function a2aTaskPlane(pi: ExtensionAPI): void {
       // status change except the notes that keep a Task's state.
       for (const a of batch) {
         if (!a.state) log("a2a_task_arrived", { taskId: a.taskId });
-        else if (a.state !== "TASK_STATE_WORKING" && a.state !== "TASK_STATE_SUBMITTED")
+        else if (!active.includes(a.state))
           log("a2a_task_state", { taskId: a.taskId, state: a.state, message: a.message });
       }
       ui?.activity(batch);
@@ -211,7 +214,7 @@ export default function a2aTaskPlane(pi: ExtensionAPI): void {
         } else if (verb === "tasks") {
           if (!plane) return ctx.ui.notify(status(), "warning");
           // The person's text: the addon refuses anything but a state, naming the states.
-          ctx.ui.notify(taskLines(await plane.recentTasks((arg as TaskState | undefined) ?? null, 20)), "info");
+          ctx.ui.notify(taskLines(await plane.recentTasks((arg as TaskState | undefined) ?? null)), "info");
         } else if (verb === "show" && arg) {
           if (!plane) return ctx.ui.notify(status(), "warning");
           const found = await plane.inspectTask(arg);

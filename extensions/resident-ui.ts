@@ -4,15 +4,18 @@
 // (collapsed under bursts: a window of activity is one line), and the text of `/a2a`.
 // Nothing here writes to stdout or stderr: Pi's UI API only (a no-op without a UI).
 import type { ExtensionContext } from "@earendil-works/pi-coding-agent";
-import type { TaskActivity, TaskSummary } from "../index.js";
+import { type TaskActivity, type TaskSummary, taskStates } from "../index.js";
 
 type Level = "info" | "warning" | "error";
 
 /** How long activity is gathered into one notification. */
 export const ACTIVITY_WINDOW_MS = 1_000;
 
+const { active, interrupted } = taskStates();
+
 const short = (taskId: string): string => taskId.slice(0, 8);
-const stateName = (state: string): string => state.replace(/^TASK_STATE_/, "").toLowerCase().replace(/_/g, "-");
+/** A state as the operator spells it: `TASK_STATE_INPUT_REQUIRED` → `input-required`. */
+export const stateName = (state: string): string => state.replace(/^TASK_STATE_/, "").toLowerCase().replace(/_/g, "-");
 
 /** "3 s ago", "5 min ago", "2 h ago", "4 d ago". */
 export function age(ms: number, now = Date.now()): string {
@@ -26,10 +29,12 @@ export function age(ms: number, now = Date.now()): string {
 /** One line for a window of activity: a single event says what it was; several are counted. */
 export function summarizeActivity(batch: TaskActivity[]): { text: string; level: Level } | undefined {
   const kinds = new Map<string, TaskActivity[]>();
+  const waitsForCaller = new Set<string>();
   for (const a of batch) {
-    const kind = a.state === null || a.state === undefined ? "arrived" : stateName(a.state);
-    // Status notes (still submitted or working) are for callers, not for a notification.
-    if (kind === "submitted" || kind === "working") continue;
+    // Status notes of an active Task are for callers, not for a notification.
+    if (a.state && active.includes(a.state)) continue;
+    const kind = a.state ? stateName(a.state) : "arrived";
+    if (a.state && interrupted.includes(a.state)) waitsForCaller.add(kind);
     kinds.set(kind, [...(kinds.get(kind) ?? []), a]);
   }
   if (kinds.size === 0) return undefined;
@@ -38,12 +43,7 @@ export function summarizeActivity(batch: TaskActivity[]): { text: string; level:
   const entries = [...kinds.entries()];
   if (entries.length === 1 && entries[0][1].length === 1) {
     const [kind, [one]] = entries[0];
-    const what =
-      kind === "arrived"
-        ? "arrived"
-        : kind === "input-required" || kind === "auth-required"
-          ? "waits for its caller"
-          : kind;
+    const what = waitsForCaller.has(kind) ? "waits for its caller" : kind;
     const why = kind === "failed" && one.message ? `: ${one.message}` : "";
     return { text: `A2A task ${short(one.taskId)} ${what}${why}`, level };
   }
@@ -54,7 +54,7 @@ export function summarizeActivity(batch: TaskActivity[]): { text: string; level:
       const n = list.length;
       const task = n === 1 ? "task" : "tasks";
       if (kind === "arrived") return `${n} ${task} arrived`;
-      if (kind === "input-required" || kind === "auth-required") return `${n} ${n === 1 ? "waits" : "wait"} for the caller`;
+      if (waitsForCaller.has(kind)) return `${n} ${n === 1 ? "waits" : "wait"} for the caller`;
       return `${n} ${kind}`;
     });
   const why = failed.length > 0 && failed[0].message ? ` (${short(failed[0].taskId)}: ${failed[0].message})` : "";

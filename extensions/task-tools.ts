@@ -4,7 +4,7 @@
 import { StringEnum } from "@earendil-works/pi-ai";
 import type { ExtensionAPI } from "@earendil-works/pi-coding-agent";
 import { Type } from "typebox";
-import type { AgentBridge } from "../index.js";
+import { type AgentBridge, RESPONSE_MAX_CHARS } from "../index.js";
 
 const text = (value: string) => [{ type: "text" as const, text: value }];
 
@@ -42,7 +42,11 @@ export function registerTaskTools(pi: ExtensionAPI, bridge: () => AgentBridge | 
     parameters: Type.Object({
       taskId,
       outcome: StringEnum(["completed", "rejected"] as const),
-      response: Type.String({ minLength: 1, maxLength: 40000, description: "The answer (or the rejection reason) for the caller" }),
+      // The addon checks the response (not blank, at most RESPONSE_MAX_CHARS characters)
+      // and refuses with an error the model reads; the schema only tells the model.
+      response: Type.String({
+        description: `The answer (or the rejection reason) for the caller, at most ${RESPONSE_MAX_CHARS} characters`,
+      }),
       outputs: Type.Optional(
         Type.Array(
           Type.Object({
@@ -86,7 +90,7 @@ export function registerTaskTools(pi: ExtensionAPI, bridge: () => AgentBridge | 
     promptSnippet: "a2a_require_input: ask the A2A caller a question and pause the task",
     parameters: Type.Object({
       taskId,
-      question: Type.String({ minLength: 1 }),
+      question: Type.String(),
       requestedSchema: Type.Optional(Type.Record(Type.String(), Type.Unknown())),
     }),
     executionMode: "sequential",

@@ -127,6 +127,61 @@ mod tests {
     }
 
     #[test]
+    fn an_option_overrides_its_variable_under_the_same_rule_and_an_error_names_it() {
+        let option = |name, variable, value: Option<&str>| ListenerOption {
+            name,
+            variable,
+            value: value.map(str::to_string),
+        };
+        let e = env(&[
+            ("A2A_CREDENTIALS_PATH", "/etc/a2a/credentials.json"),
+            ("A2A_PORT", "9000"),
+            ("A2A_MAX_STREAMS", "7"),
+        ]);
+        let config = ListenerConfig::with_options(
+            &[
+                option("port", "A2A_PORT", Some("0")),
+                option("maxStreams", "A2A_MAX_STREAMS", None),
+            ],
+            &e,
+        )
+        .unwrap();
+        assert_eq!(config.port, 0, "the option overrides the variable");
+        assert_eq!(
+            config.max_streams, 7,
+            "an option left out keeps the variable"
+        );
+
+        let err = ListenerConfig::with_options(
+            &[option(
+                "streamCoalesceMs",
+                "A2A_STREAM_COALESCE_MS",
+                Some("1001"),
+            )],
+            &e,
+        )
+        .unwrap_err();
+        assert_eq!(err.option, Some("streamCoalesceMs"));
+        assert!(
+            err.to_string().starts_with(
+                "invalid option `streamCoalesceMs` (the same rule as A2A_STREAM_COALESCE_MS): "
+            ),
+            "{err}"
+        );
+        assert!(err.to_string().contains("0..=1000"), "{err}");
+
+        let bad_env = env(&[
+            ("A2A_CREDENTIALS_PATH", "/etc/a2a/credentials.json"),
+            ("A2A_PORT", "http"),
+        ]);
+        let err =
+            ListenerConfig::with_options(&[option("host", "A2A_HOST", Some("::1"))], &bad_env)
+                .unwrap_err();
+        assert_eq!(err.option, None, "the variable, not an option, was wrong");
+        assert!(err.to_string().starts_with("A2A_PORT: "), "{err}");
+    }
+
+    #[test]
     fn an_unusable_store_root_names_the_variable() {
         let err = store_root(&env(&[("CHANNELS_TASK_STORE_PATH", "relative/dir")])).unwrap_err();
         assert_eq!(err.variable, "CHANNELS_TASK_STORE_PATH");
@@ -277,6 +332,65 @@ impl ListenerConfig {
             config.stream_coalesce_ms = ms;
         }
         Ok(config)
+    }
+}
+
+/// An `A2A_*` variable given in code instead (an option of `A2AListener.start`): it
+/// overrides the variable and is read under the same rule.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListenerOption {
+    /// The option's name, for errors (`blockingTimeoutMs`).
+    pub name: &'static str,
+    pub variable: &'static str,
+    /// `None` leaves the variable as the environment has it.
+    pub value: Option<String>,
+}
+
+/// A listener configuration that does not hold, and the option it came from (if it came
+/// from one rather than from the environment).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OptionError {
+    pub option: Option<&'static str>,
+    pub error: ConfigError,
+}
+
+impl std::fmt::Display for OptionError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.option {
+            Some(option) => write!(
+                f,
+                "invalid option `{option}` (the same rule as {}): {}",
+                self.error.variable, self.error.message
+            ),
+            None => self.error.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for OptionError {}
+
+impl ListenerConfig {
+    /// The configuration with each given option overriding its variable, read by the one
+    /// function that reads the environment ([`ListenerConfig::from_env`]), so that an option
+    /// and its variable accept exactly the same values; an error names the option it came
+    /// from.
+    pub fn with_options(
+        options: &[ListenerOption],
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Self, OptionError> {
+        let given = |variable: &str| {
+            options
+                .iter()
+                .find(|o| o.variable == variable && o.value.is_some())
+        };
+        let overlay = |variable: &str| match given(variable) {
+            Some(option) => option.value.clone(),
+            None => env(variable),
+        };
+        ListenerConfig::from_env(&overlay).map_err(|error| OptionError {
+            option: given(&error.variable).map(|o| o.name),
+            error,
+        })
     }
 }
 

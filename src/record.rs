@@ -76,6 +76,11 @@ impl TaskState {
         )
     }
 
+    /// SUBMITTED or WORKING: neither settled nor interrupted, the agent has work to do.
+    pub fn is_active(self) -> bool {
+        !self.is_settled()
+    }
+
     /// INPUT_REQUIRED or AUTH_REQUIRED.
     pub fn is_interrupted(self) -> bool {
         matches!(self, TaskState::InputRequired | TaskState::AuthRequired)

@@ -34,6 +34,11 @@ js_enum! {
     }
 }
 
+/// The most characters `a2a_complete_task`'s `response` may have: a longer one is refused
+/// (`INVALID_ARGUMENT`, naming the limit and its length).
+#[napi]
+pub const RESPONSE_MAX_CHARS: u32 = crate::tools::RESPONSE_MAX_CHARS as u32;
+
 /// A wake handed to the driver: prompt this Task's session now.
 #[napi(object)]
 pub struct WakeInfo {
@@ -120,7 +125,7 @@ impl AgentBridge {
         timeout_ms: Option<u32>,
     ) -> Result<PromiseRaw<'env, Settled<Option<WakeInfo>>>> {
         let queue = self.queue.clone();
-        let timeout = std::time::Duration::from_millis(u64::from(timeout_ms.unwrap_or(1000)));
+        let timeout = crate::plane::defaults::wait(timeout_ms);
         // Awaited on the addon's runtime: no thread waits for a wake.
         spawn(env, async move {
             Ok(queue.next_wake_async(timeout).await.map(|w| WakeInfo {

@@ -66,6 +66,36 @@ fn short_state_names() -> String {
     format!("the short names {}", names.join(", "))
 }
 
+/// The sets of Task states, as the addon defines them (JS restates none).
+#[napi(object, object_from_js = false)]
+pub struct TaskStates {
+    /// The agent has work to do on the Task (SUBMITTED, WORKING).
+    pub active: Vec<TaskState>,
+    /// The Task waits for its caller: an answer or an authorization (INPUT_REQUIRED,
+    /// AUTH_REQUIRED).
+    pub interrupted: Vec<TaskState>,
+    /// The Task never changes again (COMPLETED, FAILED, CANCELED, REJECTED).
+    pub terminal: Vec<TaskState>,
+}
+
+/// Which Task states are active, interrupted (waiting for the caller) and terminal; every
+/// state is in exactly one set, in the order `TaskState` lists them.
+#[napi(catch_unwind)]
+pub fn task_states() -> TaskStates {
+    let with = |is: fn(record::TaskState) -> bool| -> Vec<TaskState> {
+        record::TaskState::ALL
+            .into_iter()
+            .filter(|state| is(*state))
+            .map(TaskState::from)
+            .collect()
+    };
+    TaskStates {
+        active: with(record::TaskState::is_active),
+        interrupted: with(record::TaskState::is_interrupted),
+        terminal: with(record::TaskState::is_terminal),
+    }
+}
+
 js_enum! {
     [" What an intake did: `created` a Task (or a direct Message outcome), `continued` a"
      " waiting Task, or found a `duplicate` (the prior outcome, returned again)."]
@@ -311,6 +341,25 @@ mod tests {
         }
         assert_eq!(TaskState::from_js("TASK_STATE_UNSPECIFIED"), None);
         assert_eq!(TaskState::from_js("sleeping"), None);
+    }
+
+    #[test]
+    fn every_task_state_is_in_exactly_one_set_as_the_records_define_them() {
+        let sets = task_states();
+        assert_eq!(sets.active, [TaskState::Submitted, TaskState::Working]);
+        assert_eq!(
+            sets.interrupted,
+            [TaskState::InputRequired, TaskState::AuthRequired]
+        );
+        let all: Vec<TaskState> = [sets.active, sets.interrupted, sets.terminal.clone()].concat();
+        let listed: Vec<TaskState> = record::TaskState::ALL
+            .into_iter()
+            .map(TaskState::from)
+            .collect();
+        assert_eq!(all, listed, "each state once, in TaskState's order");
+        for state in sets.terminal {
+            assert!(record::TaskState::from(state).is_terminal());
+        }
     }
 
     #[test]

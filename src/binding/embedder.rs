@@ -103,7 +103,7 @@ impl EmbedderAgent {
         env: &'env Env,
         timeout_ms: Option<u32>,
     ) -> Result<Object<'env>> {
-        self.inbox.next(env, timeout_ms.unwrap_or(1000))
+        self.inbox.next(env, plane::defaults::wait(timeout_ms))
     }
 
     /// Any Task as an A2A `Task` (agent side: no principal check), or `null`.

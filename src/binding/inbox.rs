@@ -99,12 +99,16 @@ impl Inbox {
     }
 
     /// `nextAccepted`: a kept acceptance at once, else a Promise the next acceptance (or
-    /// `null` after `timeout_ms`, or when the plane closes) settles. On the JS thread.
-    pub(super) fn next<'env>(&self, env: &'env Env, timeout_ms: u32) -> Result<Object<'env>> {
+    /// `null` after `timeout`, or when the plane closes) settles. On the JS thread.
+    pub(super) fn next<'env>(
+        &self,
+        env: &'env Env,
+        timeout: std::time::Duration,
+    ) -> Result<Object<'env>> {
         let mut state = self.state();
         let now = match state.queued.pop_front() {
             Some(accepted) => Some(Some(accepted_task(accepted))),
-            None if state.closed || timeout_ms == 0 => Some(None),
+            None if state.closed || timeout.is_zero() => Some(None),
             None => None,
         };
         if let Some(now) = now {
@@ -114,7 +118,7 @@ impl Inbox {
             return Ok(Object::from_raw(env.raw(), promise.raw()));
         }
         let (pending, promise) = self.settler.promise(env)?;
-        let deadline = Instant::now() + std::time::Duration::from_millis(u64::from(timeout_ms));
+        let deadline = Instant::now() + timeout;
         state.waiters.push_back(Waiter { deadline, pending });
         if state.armed.is_none_or(|armed| deadline < armed) {
             state.armed = Some(deadline);

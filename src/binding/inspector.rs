@@ -108,12 +108,12 @@ impl StoreInspector {
             context_id: None,
             limit: None,
         });
-        let filter = plane::SummaryFilter {
-            state: filter.state.map(record::TaskState::from),
-            principal: filter.principal,
-            context_id: filter.context_id,
-            limit: filter.limit.unwrap_or(50),
-        };
+        let filter = plane::defaults::inspected_tasks(
+            filter.state.map(record::TaskState::from),
+            filter.principal,
+            filter.context_id,
+            filter.limit,
+        );
         self.call(move |i| {
             Ok(i.tasks(&filter)
                 .map_err(plane_error)?

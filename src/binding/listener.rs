@@ -11,7 +11,7 @@ use serde_json::Value;
 use super::convert::agent_message;
 use super::plane::TaskPlane;
 use super::{failed_precondition, invalid_arg, Result};
-use crate::config::{self, ListenerConfig};
+use crate::config::{self, ListenerConfig, ListenerOption};
 use crate::http;
 use crate::plane::{AlwaysTask, Answer, Executor};
 use crate::record::MessageRecord;
@@ -125,88 +125,74 @@ pub struct ListenerOptions {
     pub executor: Option<JsExecutorFn>,
 }
 
-/// The listener's configuration: each option given overrides its `A2A_*` variable, and the
-/// result is validated by the one function that reads the environment
-/// ([`ListenerConfig::from_env`]), so an option and its variable accept exactly the same
-/// values; an error names the option it came from.
+/// The listener's configuration: each option given overrides its `A2A_*` variable
+/// ([`ListenerConfig::with_options`]).
 fn listener_config(o: ListenerOptions) -> Result<ListenerConfig> {
     let number = |n: Option<u32>| n.map(|n| n.to_string());
-    let given: Vec<(&str, &str, Option<String>)> = vec![
-        ("host", "A2A_HOST", o.host),
-        ("port", "A2A_PORT", number(o.port)),
-        ("publicUrl", "A2A_PUBLIC_URL", o.public_url),
-        ("agentName", "A2A_AGENT_NAME", o.agent_name),
-        (
+    let option = |name, variable, value| ListenerOption {
+        name,
+        variable,
+        value,
+    };
+    let options = [
+        option("host", "A2A_HOST", o.host),
+        option("port", "A2A_PORT", number(o.port)),
+        option("publicUrl", "A2A_PUBLIC_URL", o.public_url),
+        option("agentName", "A2A_AGENT_NAME", o.agent_name),
+        option(
             "agentDescription",
             "A2A_AGENT_DESCRIPTION",
             o.agent_description,
         ),
-        ("agentVersion", "A2A_AGENT_VERSION", o.agent_version),
-        (
+        option("agentVersion", "A2A_AGENT_VERSION", o.agent_version),
+        option(
             "credentialsPath",
             "A2A_CREDENTIALS_PATH",
             o.credentials_path,
         ),
-        (
+        option(
             "blockingTimeoutMs",
             "A2A_BLOCKING_TIMEOUT_MS",
             number(o.blocking_timeout_ms),
         ),
-        (
+        option(
             "executorTimeoutMs",
             "A2A_EXECUTOR_TIMEOUT_MS",
             number(o.executor_timeout_ms),
         ),
-        (
+        option(
             "maxBodyBytes",
             "A2A_MAX_BODY_BYTES",
             number(o.max_body_bytes),
         ),
-        (
+        option(
             "maxConnections",
             "A2A_MAX_CONNECTIONS",
             number(o.max_connections),
         ),
-        (
+        option(
             "idleTimeoutMs",
             "A2A_IDLE_TIMEOUT_MS",
             number(o.idle_timeout_ms),
         ),
-        (
+        option(
             "writeTimeoutMs",
             "A2A_WRITE_TIMEOUT_MS",
             number(o.write_timeout_ms),
         ),
-        ("maxStreams", "A2A_MAX_STREAMS", number(o.max_streams)),
-        (
+        option("maxStreams", "A2A_MAX_STREAMS", number(o.max_streams)),
+        option(
             "maxStreamsPerPrincipal",
             "A2A_MAX_STREAMS_PER_PRINCIPAL",
             number(o.max_streams_per_principal),
         ),
-        (
+        option(
             "streamCoalesceMs",
             "A2A_STREAM_COALESCE_MS",
             number(o.stream_coalesce_ms),
         ),
     ];
-    let overlay = |name: &str| -> Option<String> {
-        match given.iter().find(|(_, variable, _)| *variable == name) {
-            Some((_, _, Some(value))) => Some(value.clone()),
-            _ => config::process_env(name),
-        }
-    };
-    ListenerConfig::from_env(&overlay).map_err(|err| {
-        match given
-            .iter()
-            .find(|(_, variable, value)| *variable == err.variable && value.is_some())
-        {
-            Some((option, variable, _)) => invalid_arg(format!(
-                "invalid option `{option}` (the same rule as {variable}): {}",
-                err.message
-            )),
-            None => invalid_arg(err.to_string()),
-        }
-    })
+    ListenerConfig::with_options(&options, &config::process_env).map_err(invalid_arg)
 }
 
 /// The A2A HTTP+JSON listener over an open `TaskPlane`. Start it in `session_start` (when

@@ -307,11 +307,7 @@ impl TaskPlane {
     ) -> Result<AsyncTask<PlaneCall<Vec<TaskSummary>>>> {
         let plane = self.plane.clone();
         Ok(PlaneCall::new(move || {
-            let filter = plane::SummaryFilter {
-                state: state.map(record::TaskState::from),
-                limit: limit.unwrap_or(20),
-                ..Default::default()
-            };
+            let filter = plane::defaults::recent_tasks(state.map(record::TaskState::from), limit);
             Ok(plane
                 .recent_tasks(&filter)
                 .map_err(plane_error)?

@@ -13,76 +13,49 @@
 //! releases the function. While any Promise is unsettled the function is referenced, so
 //! Node's event loop waits for it, as it would for a libuv work item; otherwise it does
 //! not keep Node alive. When Node tears the env down it finalizes the function itself,
-//! possibly before the last holder lets go: from then on the Settler touches nothing
-//! (`Queue::with_tsfn`).
+//! possibly before the last holder lets go: from then on the Settler touches nothing.
+//!
+//! What to do when (queueing, one call per batch, counting unsettled Promises, nothing
+//! after the finalizer) is [`batch::Batch`]'s, plain Rust tested without Node; this file
+//! only makes the N-API calls it decides on.
 
 use std::ffi::c_void;
 use std::ptr;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use napi::bindgen_prelude::{Object, ToNapiValue};
 use napi::{sys, Env};
 
 use super::{internal, Result, Settled};
 
+mod batch;
+
+use batch::Batch;
+
 /// Settles one Promise on the JS thread.
 type Settle = Box<dyn FnOnce(sys::napi_env) + Send>;
 
-/// The threadsafe function's context: what waits for the JS thread.
-struct Queue {
-    waiting: Mutex<Vec<Settle>>,
-    /// The emptied list of the last call, kept for the writer to fill next (JS thread
-    /// only): a new list per call grew again from nothing by reallocation, each batch.
-    spare: Mutex<Vec<Settle>>,
-    /// A call of the threadsafe function is on its way, and will take what is queued.
-    scheduled: AtomicBool,
-    /// Promises made and not yet settled (changed on the JS thread only).
-    unsettled: AtomicUsize,
-    /// The function, until its finalizer runs: Node finalizes it itself when it tears the
-    /// env down (before it finalizes the objects that still hold a [`Settler`]), and a
-    /// call or release after that would touch freed memory. Every use holds this lock.
-    tsfn: Mutex<Tsfn>,
-}
+/// The threadsafe function's context: the batching ([`Batch`]) around the function.
+type Queue = Batch<Settle, Tsfn>;
 
-/// A threadsafe function pointer; null once finalized.
+/// A threadsafe function pointer.
 struct Tsfn(sys::napi_threadsafe_function);
-// SAFETY: a threadsafe function may be used from any thread; the pointer is only used
-// under the queue's lock, and never after the finalizer nulled it.
+// SAFETY: a threadsafe function may be called and released from any thread; that is its
+// purpose. Its ref and unref happen on the JS thread only (`promise`, `call_js`), and
+// [`Batch`] hands it out only under its lock and never after the finalizer ran.
 unsafe impl Send for Tsfn {}
 
-/// One threadsafe function that settles queued Promises (see the module doc).
+/// One threadsafe function that settles queued Promises (see the module doc). The N-API
+/// calls are here; what to call when is [`Batch`]'s.
 pub(super) struct Settler {
     queue: Arc<Queue>,
-}
-
-// SAFETY: a threadsafe function may be called and released from any thread; that is its
-// purpose. Its ref and unref happen on the JS thread only (`promise`, `call_js`).
-unsafe impl Send for Settler {}
-// SAFETY: as above; the rest is behind a mutex and atomics.
-unsafe impl Sync for Settler {}
-
-impl Queue {
-    /// Runs `f` with the function, unless Node has finalized it already.
-    fn with_tsfn(&self, f: impl FnOnce(sys::napi_threadsafe_function)) {
-        let tsfn = self.tsfn.lock().unwrap_or_else(|p| p.into_inner());
-        if !tsfn.0.is_null() {
-            f(tsfn.0);
-        }
-    }
 }
 
 impl Settler {
     /// Creates the threadsafe function (unreferenced until a Promise waits). On the JS
     /// thread.
     pub(super) fn new(env: &Env) -> Result<Arc<Settler>> {
-        let queue = Arc::new(Queue {
-            waiting: Mutex::new(Vec::new()),
-            spare: Mutex::new(Vec::new()),
-            scheduled: AtomicBool::new(false),
-            unsettled: AtomicUsize::new(0),
-            tsfn: Mutex::new(Tsfn(ptr::null_mut())),
-        });
+        let queue = Arc::new(Queue::new());
         let context = Arc::into_raw(queue.clone()) as *mut c_void;
         let name = "task-plane-settle";
         let mut resource_name = ptr::null_mut();
@@ -121,9 +94,9 @@ impl Settler {
                 "cannot create the settling function (napi status {status})"
             )));
         }
-        queue.tsfn.lock().unwrap_or_else(|p| p.into_inner()).0 = tsfn;
         // SAFETY: on the JS thread, with a function we just created.
         unsafe { sys::napi_unref_threadsafe_function(env.raw(), tsfn) };
+        queue.attach(Tsfn(tsfn));
         Ok(Arc::new(Settler { queue }))
     }
 
@@ -141,12 +114,10 @@ impl Settler {
                 "cannot create a Promise (napi status {status})"
             )));
         }
-        if self.queue.unsettled.fetch_add(1, Ordering::AcqRel) == 0 {
-            // SAFETY: on the JS thread, with our function while it lives.
-            self.queue.with_tsfn(|tsfn| unsafe {
-                sys::napi_ref_threadsafe_function(env.raw(), tsfn);
-            });
-        }
+        // SAFETY: on the JS thread, with our function while it lives.
+        self.queue.promised(|tsfn| unsafe {
+            sys::napi_ref_threadsafe_function(env.raw(), tsfn.0);
+        });
         // The object napi just created, in the scope of this call.
         let promise = Object::from_raw(env.raw(), promise);
         Ok((
@@ -162,20 +133,15 @@ impl Settler {
     /// Queues `settle`; the first of a batch asks for one call of the function once the
     /// batch's replies are done.
     fn queue(self: &Arc<Self>, settle: Settle) {
-        self.queue
-            .waiting
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(settle);
-        if !self.queue.scheduled.swap(true, Ordering::AcqRel) {
+        if self.queue.queue(settle) {
             let settler = self.clone();
             crate::store::at_batch_end(move || {
                 // SAFETY: our function while it lives. Non-blocking with an unbounded
                 // queue, it fails only while Node tears the env down, and then the
                 // Promises are gone with it.
-                settler.queue.with_tsfn(|tsfn| unsafe {
+                settler.queue.with_function(|tsfn| unsafe {
                     sys::napi_call_threadsafe_function(
-                        tsfn,
+                        tsfn.0,
                         ptr::null_mut(),
                         sys::ThreadsafeFunctionCallMode::nonblocking,
                     );
@@ -190,9 +156,9 @@ impl Drop for Settler {
         // SAFETY: the last holder releases the function, from any thread, unless Node
         // finalized it already (env teardown); queued calls are still delivered before
         // its finalizer runs.
-        self.queue.with_tsfn(|tsfn| unsafe {
+        self.queue.with_function(|tsfn| unsafe {
             sys::napi_release_threadsafe_function(
-                tsfn,
+                tsfn.0,
                 sys::ThreadsafeFunctionReleaseMode::release,
             );
         });
@@ -254,9 +220,8 @@ impl<T: ToNapiValue + Send + 'static> Drop for Pending<T> {
 unsafe extern "C" fn finalize(_env: sys::napi_env, data: *mut c_void, _hint: *mut c_void) {
     // SAFETY: `data` is the Arc given to the function at creation; this runs once.
     let queue = unsafe { Arc::from_raw(data as *const Queue) };
-    // No call, ref or release after this (a Settler may outlive the function when Node
-    // tears the env down first).
-    queue.tsfn.lock().unwrap_or_else(|p| p.into_inner()).0 = ptr::null_mut();
+    // A Settler may outlive the function when Node tears the env down first.
+    queue.finalized();
 }
 
 /// On the JS thread: settles everything queued, in order.
@@ -269,28 +234,16 @@ unsafe extern "C" fn call_js(
     // SAFETY: `context` is the queue the function holds until its finalizer runs, which
     // is after the last call.
     let queue = unsafe { &*(context as *const Queue) };
-    // Cleared before taking the queue: an outcome queued after this asks for a new call.
-    queue.scheduled.store(false, Ordering::Release);
-    let mut spare = queue.spare.lock().unwrap_or_else(|p| p.into_inner());
-    std::mem::swap(
-        &mut *spare,
-        &mut *queue.waiting.lock().unwrap_or_else(|p| p.into_inner()),
-    );
     if env.is_null() {
         // Node is tearing the env down: the Promises are gone with it.
-        spare.clear();
+        queue.discard_queued();
         return;
     }
-    let count = spare.len();
-    for settle in spare.drain(..) {
-        // A panic must not unwind into Node; the conversions it runs do not panic.
-        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| settle(env)));
-    }
-    drop(spare);
-    if count > 0 && queue.unsettled.fetch_sub(count, Ordering::AcqRel) == count {
+    queue.settle_queued(
+        |settle| settle(env),
         // SAFETY: on the JS thread, with the function whose call this is.
-        queue.with_tsfn(|tsfn| unsafe {
-            sys::napi_unref_threadsafe_function(env, tsfn);
-        });
-    }
+        |tsfn| unsafe {
+            sys::napi_unref_threadsafe_function(env, tsfn.0);
+        },
+    );
 }

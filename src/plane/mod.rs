@@ -30,6 +30,7 @@
 
 mod acceptance;
 mod agent;
+pub mod defaults;
 mod delivery;
 mod error;
 mod inbound;
