@@ -127,7 +127,7 @@ enum Step {
 }
 
 /// The leases on delivery ids in this process (one process per store root). Who waits on
-/// what is in `src/store/CONCURRENCY.md`.
+/// what is in `docs/architecture.md`, "Delivery leases".
 #[derive(Default)]
 pub(super) struct Leases {
     table: Mutex<LeaseTable>,
