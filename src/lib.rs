@@ -2,6 +2,8 @@
 //!
 //! # Layout
 //!
+//! The data flow and which thread owns what: `docs/architecture.md`.
+//!
 //! - [`store`]: the durable SQLite store: one writer thread (group commit), read
 //!   connections, schema migrations, the store-root lock, failure injection for tests;
 //!   and every SQL statement, behind typed functions, one module per table or concern

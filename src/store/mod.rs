@@ -19,7 +19,7 @@
 //!   [`inspect`] (the operator's read-only checks). They take the connection of a writer
 //!   job or a read and return native records; the rules that combine them are the plane's.
 //!
-//! See `src/store/CONCURRENCY.md` for who owns what.
+//! Who owns what (the writer, readers, checkpoints): `docs/architecture.md`.
 
 pub mod anchors;
 pub mod checkpoints;

@@ -2,7 +2,7 @@
 //! for it (blocking on a Condvar, or awaiting a watch channel), the take-over of an expired
 //! lease, and why a call presenting a lease that is no longer held is refused. The rules
 //! it serves are in the parent module's docs; who waits on what is in
-//! `src/store/CONCURRENCY.md`.
+//! `docs/architecture.md`, "Delivery leases".
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -37,7 +37,7 @@ pub struct DeliveryLease {
 }
 
 /// The leases on delivery ids in this process (one process per store root). Who waits on
-/// what is in `src/store/CONCURRENCY.md`.
+/// what is in `docs/architecture.md`, "Delivery leases".
 #[derive(Default)]
 pub(in crate::plane) struct Leases {
     table: Mutex<LeaseTable>,
