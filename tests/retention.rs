@@ -260,8 +260,6 @@ fn startup_quarantines_a_claim_whose_task_is_missing() {
         .write(move |tx| {
             tx.conn()
                 .execute("DELETE FROM tasks WHERE task_id = ?1", [&task])?;
-            // A raw write to the tasks table: the writer's kept rows must not outlive it.
-            tx.forget_live_rows();
             Ok::<_, a2a_task_plane::store::StoreError>(())
         })
         .unwrap();
