@@ -354,8 +354,8 @@ impl TaskPlane {
     }
 }
 
-/// The writer keeps the rows of live Tasks between its writes (`store::tasks`, "The
-/// writer's live rows"); the agent's writes are what it follows.
+/// The writer keeps the rows of live Tasks between its writes (`store::tasks::live_rows`);
+/// the agent's writes are what it follows.
 #[cfg(test)]
 mod live_rows {
     use super::*;

@@ -50,9 +50,6 @@ impl TaskPlane {
         let retention_ms = self.retention_ms;
         let (mut report, removed) = self.write(move |tx| {
             let quarantined = quarantine_orphaned_claims(tx, now)?;
-            // Compaction deletes terminal Tasks only, which the writer never keeps; it
-            // forgets its rows anyway rather than depend on that.
-            tx.forget_live_rows();
             let (mut report, removed) = compact(tx.conn(), now, retention_ms)?;
             report.quarantined_claims = quarantined;
             Ok((report, removed))
