@@ -18,7 +18,9 @@
 //! - what the agent may do to a Task, and the caller's cancel: [`agent`];
 //! - the durable half of the wake queue (deliver, give up, replay): [`wakes`];
 //! - outbound delivery, at most one provider mutation per delivery: [`delivery`];
-//! - retention and compaction at startup: [`retention`].
+//! - retention and compaction at startup: [`retention`];
+//! - the defaults of the operator views and of a wait for the next wake or acceptance:
+//!   [`defaults`].
 //!
 //! The files: [`intake`] (entry points and routing), [`inbound`] (validation, dedupe key
 //! and digest), [`acceptance`] (the transaction bodies), [`sources`] (registration,
