@@ -95,7 +95,8 @@ export declare class AgentBridge {
   readTask(taskId: string): Promise<ReadTaskResult>
   /**
    * `a2a_complete_task`: `completed` (outputs, then the response, as artifacts) or
-   * `rejected` (the response is the reason).
+   * `rejected` (the response is the reason). A blank response, or one longer than
+   * `RESPONSE_MAX_CHARS` code points, is refused with `INVALID_ARGUMENT`.
    */
   completeTask(taskId: string, outcome: CompletionOutcome, response: string, outputs?: Array<OutputInput> | undefined | null): Promise<void>
   /** `a2a_record_output`: one declared output while the Task is WORKING. */
@@ -439,7 +440,7 @@ export interface InspectFilter {
   state?: TaskState
   principal?: string
   contextId?: string
-  /** At most this many (default 50, at most 1000). */
+  /** At most this many (default `plane::defaults`' 50; the store lists at most 1000). */
   limit?: number
 }
 
@@ -562,7 +563,8 @@ export interface ReadTaskResult {
 export type Recovery = 'idempotency_key' | 'lookup' | 'ambiguous'
 
 /**
- * The most characters `a2a_complete_task`'s `response` may have: a longer one is refused
+ * The most characters (Unicode code points, not UTF-16 units: an emoji counts once)
+ * `a2a_complete_task`'s `response` may have: a longer one is refused
  * (`INVALID_ARGUMENT`, naming the limit and its length).
  */
 export declare const RESPONSE_MAX_CHARS: number

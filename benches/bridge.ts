@@ -23,11 +23,11 @@
 // Store writes (writer jobs) requested per Task, read from the code:
 //   1. acceptance: plane::route::intake → accept_in_context_job (src/plane/intake.rs)
 //   2. delivery: nextWake → WakeQueue::next_wake_async → TaskPlane::deliver_wake
-//      (src/wake.rs, src/plane/wakes.rs): WORKING + WOKEN + WAKE_DELIVERED 1, one job
+//      (src/wake/, src/plane/wakes.rs): WORKING + WOKEN + WAKE_DELIVERED 1, one job
 //   3. completion: completeTask → AgentTools::complete_task → TaskPlane::complete
 //      (src/tools/mod.rs, src/plane/agent.rs): artifact + history + COMPLETED, one job
 //   readTask and turnEnded("ended") of a settled Task only read (src/tools/mod.rs,
-//   src/wake.rs); sessionDir writes no store row but creates sessions/<taskId>/ and fsyncs
+//   src/wake/); sessionDir writes no store row but creates sessions/<taskId>/ and fsyncs
 //   its parent (src/plane/session.rs, src/store/durable.rs).
 //
 // Run: node benches/bridge.ts [--tasks N] [--seconds S] [--warmup W] [--intake http|local]
@@ -276,7 +276,7 @@ async function main(): Promise<void> {
   const seconds = int("seconds", values.seconds, 1, 86_400);
   const warmup = int("warmup", values.warmup, 0, 1_000_000);
   const concurrency = int("concurrency", values.concurrency, 1, 1024);
-  // The wake queue admits at most 128 waiting wakes (src/wake.rs MAX_WAITING).
+  // The wake queue admits at most 128 waiting wakes (src/wake/ MAX_WAITING).
   const backlog = int("backlog", values.backlog, 1, 120);
   const burst = int("burst", values.burst, 1, backlog);
   const intakeKind = values.intake;

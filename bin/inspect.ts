@@ -99,7 +99,7 @@ async function main(): Promise<number> {
           return 0;
         }
         out(`Store ${inspector.root}: ${(stats.storeBytes / 1048576).toFixed(1)} MiB, ${stats.tasks} tasks, ${stats.claims} claims, ${stats.contexts} contexts, ${stats.sessionFolders} session folders`);
-        for (const [state, n] of Object.entries(stats.byState).sort()) out(`  ${state.replace(/^TASK_STATE_/, "").toLowerCase().padEnd(15)} ${n}`);
+        for (const [state, n] of Object.entries(stats.byState).sort()) out(`  ${stateName(state).padEnd(15)} ${n}`);
         out(
           stats.oldestLiveTaskId
             ? `Oldest live task: ${stats.oldestLiveTaskId}, created ${age(stats.oldestLiveCreatedMs ?? 0)}`

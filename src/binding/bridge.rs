@@ -34,7 +34,8 @@ js_enum! {
     }
 }
 
-/// The most characters `a2a_complete_task`'s `response` may have: a longer one is refused
+/// The most characters (Unicode code points, not UTF-16 units: an emoji counts once)
+/// `a2a_complete_task`'s `response` may have: a longer one is refused
 /// (`INVALID_ARGUMENT`, naming the limit and its length).
 #[napi]
 pub const RESPONSE_MAX_CHARS: u32 = crate::tools::RESPONSE_MAX_CHARS as u32;
@@ -258,7 +259,8 @@ impl AgentBridge {
     }
 
     /// `a2a_complete_task`: `completed` (outputs, then the response, as artifacts) or
-    /// `rejected` (the response is the reason).
+    /// `rejected` (the response is the reason). A blank response, or one longer than
+    /// `RESPONSE_MAX_CHARS` code points, is refused with `INVALID_ARGUMENT`.
     #[napi(ts_return_type = "Promise<void>")]
     pub fn complete_task(
         &self,

@@ -20,7 +20,7 @@ pub struct InspectFilter {
     pub state: Option<TaskState>,
     pub principal: Option<String>,
     pub context_id: Option<String>,
-    /// At most this many (default 50, at most 1000).
+    /// At most this many (default `plane::defaults`' 50; the store lists at most 1000).
     pub limit: Option<u32>,
 }
 

@@ -71,10 +71,6 @@ impl ApiError {
         ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "INTERNAL", message)
     }
 
-    pub fn unsupported(message: impl Into<String>) -> Self {
-        ApiError::new(StatusCode::BAD_REQUEST, "UNSUPPORTED_OPERATION", message)
-    }
-
     /// The `google.rpc.Code` name of an HTTP status.
     fn status_name(&self) -> &'static str {
         match self.status {

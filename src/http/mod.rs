@@ -1,9 +1,7 @@
 //! The A2A HTTP+JSON listener: hyper 1 on a tokio runtime owned by the listener (never a
 //! global), with our own small router (`/tasks/{id}:cancel`-style paths).
 //!
-//! Per request, in order: route (404) → method (405) → `A2A-Version` (400
-//! `VERSION_NOT_SUPPORTED`) → bearer principal (401) → content type (415) → body size (413)
-//! → ProtoJSON (400 naming the field) → the route's handler. Every error body is the
+//! The checks every request passes, in order, are in `router.rs`. Every error body is the
 //! wrapped `google.rpc.Status` (`error.rs`).
 //!
 //! Lifecycle: [`Listener::start`] binds and serves; [`Listener::close`] stops accepting,

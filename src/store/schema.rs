@@ -246,7 +246,7 @@ CREATE INDEX evidence_by_time ON evidence(recorded_ms);
 "#;
 
 /// Version 7: a Task's insert and state change keep its principal's count themselves
-/// (`store::tasks`, "Kept counts") instead of by trigger: a statement that fires a trigger
+/// (`store::tasks::counts`) instead of by trigger: a statement that fires a trigger
 /// copies every page it touches into a statement journal first. Deletes (compaction) keep
 /// theirs by the `task_counts_delete` trigger.
 const V7: &str = r#"

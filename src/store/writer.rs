@@ -34,7 +34,10 @@ pub struct WriteTx<'a, 'c> {
 impl<'c> WriteTx<'_, 'c> {
     /// The writer's connection, for statements the typed store functions do not cover.
     /// Any statement may run here: the writer's kept rows of live Tasks
-    /// ([`tasks::LiveRows`]) follow every change SQLite makes to the `tasks` table.
+    /// ([`tasks::LiveRows`]) follow every change SQLite makes to the `tasks` table. One
+    /// exception: SQLite reports nothing for the rows a `ROLLBACK TO <savepoint>` restores,
+    /// so a job that rolls back to a savepoint of its own calls
+    /// [`WriteTx::forget_live_rows`] after it.
     pub fn conn(&self) -> &'c Connection {
         self.prepared.conn
     }

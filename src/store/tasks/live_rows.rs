@@ -130,6 +130,12 @@ impl LiveRows {
         let Some((task_id, row)) = self.rows.remove_entry(&task.record.task_id) else {
             return;
         };
+        // The statement changed the row at `task.seq`: that is the kept row only if the
+        // caller's row is the kept one (a stale row's `seq` may have been reused since).
+        if written != 1 || row.seq != task.seq {
+            self.clear();
+            return;
+        }
         // The statement leaves `status_ms` out when it equals the caller's row's.
         let status_ms = if now_ms == task.record.status_ms {
             row.record.status_ms
