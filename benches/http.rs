@@ -221,6 +221,101 @@ async fn stream_send_pairs(t: &Arc<Target>, conns: usize, window: Duration, pair
     );
 }
 
+/// Two servers (two builds) against each other, paired: for each case, `pairs` pairs of
+/// `window`-long runs, one on each server right after the other, the first of a pair
+/// alternating. Both servers stay up (pinned to the same core; the idle one costs
+/// nothing), so a pair's two windows see the same host, where separate runs on this shared
+/// machine differ by more than two builds do. Prints each pair's B/A rate ratio and a
+/// `RESULT versus <case> <median> <min> <max>` line per case.
+async fn builds_pairs(
+    a: &Arc<Target>,
+    b: &Arc<Target>,
+    conns: usize,
+    window: Duration,
+    pairs: usize,
+    wanted: impl Fn(&str) -> bool,
+) {
+    // Task ids for the GET case, each server its own (from a short send window).
+    let mut ids = [Vec::new(), Vec::new()];
+    if wanted("get") {
+        for (side, t) in [a, b].into_iter().enumerate() {
+            let tag: &'static str = format!("ids{side}").leak();
+            let sends = load(
+                t.clone(),
+                conns,
+                Duration::from_secs(1),
+                posts(tag, "/message:send", "application/json", |b| b),
+            )
+            .await;
+            ids[side] = task_ids(&sends.2);
+        }
+    }
+    let ids = Arc::new(ids);
+    for case in ["send", "stream", "get", "list", "intake"] {
+        if !wanted(case) {
+            continue;
+        }
+        let mut ratios = Vec::new();
+        for pair in 0..pairs {
+            let order = if pair % 2 == 0 { [0, 1] } else { [1, 0] };
+            let mut rates = [0.0; 2];
+            for side in order {
+                // Unique messageIds in every window (a repeated one would be a cheap replay).
+                let tag: &'static str = format!("{case}{pair}s{side}").leak();
+                let requests: Requests = match case {
+                    "send" => posts(tag, "/message:send", "application/json", |b| b),
+                    "stream" => posts(tag, "/message:stream", "text/event-stream", |b| b),
+                    "intake" => posts(tag, "/message:send", "application/json", |b| {
+                        b.replace(
+                            r#""configuration":{}"#,
+                            r#""configuration":{"returnImmediately":true}"#,
+                        )
+                    }),
+                    "get" => {
+                        let ids = ids.clone();
+                        Arc::new(move |i| {
+                            let mine = &ids[side];
+                            (
+                                "GET".into(),
+                                format!("/tasks/{}", mine[i % mine.len()]),
+                                String::new(),
+                                "application/json".into(),
+                            )
+                        })
+                    }
+                    _ => Arc::new(|_| {
+                        (
+                            "GET".into(),
+                            "/tasks?pageSize=50".into(),
+                            String::new(),
+                            "application/json".into(),
+                        )
+                    }),
+                };
+                let t = if side == 0 { a } else { b };
+                let label = format!("{case} {}", ["A", "B"][side]);
+                rates[side] = report(&label, load(t.clone(), conns, window, requests).await).0;
+            }
+            if case == "intake" {
+                // The agents settle the backlog before the next pair.
+                drain(a).await;
+                drain(b).await;
+            }
+            let ratio = rates[1] / rates[0];
+            println!("pair {pair}: {case} B / A {ratio:.3}");
+            ratios.push(ratio);
+        }
+        ratios.sort_by(f64::total_cmp);
+        let n = ratios.len();
+        let median = (ratios[(n - 1) / 2] + ratios[n / 2]) / 2.0;
+        println!(
+            "RESULT versus {case} {median:.3} {:.3} {:.3}",
+            ratios[0],
+            ratios[n - 1]
+        );
+    }
+}
+
 fn report(
     label: &str,
     (rate, mut latencies, _): (f64, Vec<Duration>, Vec<Vec<u8>>),
@@ -515,6 +610,17 @@ fn main() {
     // `--pairs N`: instead of the cases, N pairs of a blocking-send window and a stream
     // window on the same server, alternating which goes first (see `stream_send_pairs`).
     let pairs: usize = arg("--pairs").and_then(|c| c.parse().ok()).unwrap_or(0);
+    // `--versus URL --versus-token T`: with `--pairs`, a second server (B) against the first
+    // (A), case by case (see `builds_pairs`): two builds compared.
+    let versus = arg("--versus").map(|url| {
+        let (addr, host, base_path) = parse_url(&url);
+        Arc::new(Target {
+            addr,
+            host,
+            base_path,
+            token: arg("--versus-token").unwrap_or_default(),
+        })
+    });
     println!(
         "A2A HTTP+JSON load on {} ({} s per case, {conns} keep-alive connections)",
         t.addr, seconds
@@ -543,6 +649,12 @@ fn main() {
         // 10,000 Tasks stored before anything is measured (returnImmediately keeps it quick).
         fill(&t, stored).await;
         drain(&t).await;
+        if let Some(b) = &versus {
+            fill(b, stored).await;
+            drain(b).await;
+            builds_pairs(&t, b, conns, duration, pairs.max(1), &wanted).await;
+            return;
+        }
         if let Some(pid) = server_pid {
             reset_peak_rss(pid);
             *cpu_before.borrow_mut() = thread_cpu(pid);
