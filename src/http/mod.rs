@@ -28,6 +28,7 @@ mod blocking;
 mod card;
 mod conn;
 mod error;
+mod jsonrpc;
 mod negotiate;
 mod page_token;
 mod project;
