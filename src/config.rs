@@ -127,6 +127,21 @@ mod tests {
     }
 
     #[test]
+    fn a_binding_is_turned_off_by_its_variable_and_a_bad_value_names_it() {
+        let with = |value: Option<&str>| {
+            let mut pairs = vec![("A2A_CREDENTIALS_PATH", "/etc/a2a/credentials.json")];
+            pairs.extend(value.map(|v| ("A2A_JSONRPC", v)));
+            ListenerConfig::from_env(&env(&pairs))
+        };
+        assert!(with(None).unwrap().jsonrpc, "served by default");
+        assert!(!with(Some("0")).unwrap().jsonrpc);
+        assert!(with(Some("1")).unwrap().jsonrpc);
+        let err = with(Some("maybe")).unwrap_err();
+        assert_eq!(err.variable, "A2A_JSONRPC");
+        assert!(err.message.contains("`maybe`"), "{}", err.message);
+    }
+
+    #[test]
     fn an_option_overrides_its_variable_under_the_same_rule_and_an_error_names_it() {
         let option = |name, variable, value: Option<&str>| ListenerOption {
             name,
@@ -231,6 +246,9 @@ pub struct ListenerConfig {
     /// instead of two (`A2A_STREAM_COALESCE_MS`; 0 sends the snapshot at once). Without an
     /// update a hold ends after between half and all of it (holds share timers).
     pub stream_coalesce_ms: u64,
+    /// Whether the JSON-RPC binding is served (and listed in the card) beside HTTP+JSON
+    /// (`A2A_JSONRPC`: `1` or `0`, default `1`).
+    pub jsonrpc: bool,
 }
 
 impl ListenerConfig {
@@ -253,6 +271,7 @@ impl ListenerConfig {
             max_streams: 1024,
             max_streams_per_principal: 256,
             stream_coalesce_ms: 2,
+            jsonrpc: true,
         }
     }
 
@@ -331,7 +350,22 @@ impl ListenerConfig {
         if let Some(ms) = number("A2A_STREAM_COALESCE_MS", 0, 1_000)? {
             config.stream_coalesce_ms = ms;
         }
+        if let Some(value) = var(env, "A2A_JSONRPC") {
+            config.jsonrpc = binding_switch("A2A_JSONRPC", &value)?;
+        }
         Ok(config)
+    }
+}
+
+/// A binding's on/off variable: `1`/`true`/`on` or `0`/`false`/`off`.
+fn binding_switch(variable: &str, value: &str) -> Result<bool, ConfigError> {
+    match value.trim().to_ascii_lowercase().as_str() {
+        "1" | "true" | "on" => Ok(true),
+        "0" | "false" | "off" => Ok(false),
+        _ => Err(ConfigError {
+            variable: variable.into(),
+            message: format!("`{value}` is neither 1 (serve the binding) nor 0 (turn it off)"),
+        }),
     }
 }
 

@@ -15,9 +15,10 @@
 //!   durable half of the wake queue). Rules only: it reads typed rows from the store,
 //!   decides, and writes through the store.
 //! - [`events`]: per-Task broadcast of updates after commit, and acceptances for agent drivers.
-//! - [`http`]: the A2A HTTP+JSON listener (hyper, own router): auth, negotiation, errors,
-//!   SSE, the Agent Card, signed page tokens, and what a client may hold (connection and
-//!   stream pools, write deadlines; see `docs/reliability.md`).
+//! - [`http`]: the A2A listener (hyper, own router): HTTP+JSON and JSON-RPC 2.0 on one port,
+//!   thin adapters over one function per A2A operation; auth, negotiation, errors, SSE, the
+//!   Agent Card, signed page tokens, and what a client may hold (connection and stream
+//!   pools, write deadlines; see `docs/reliability.md`).
 //! - [`log`]: structured JSON log lines with stable event names.
 //! - [`wake`]: the wake queue's admission and the one active turn (turn authority).
 //! - [`tools`]: the four agent tools' rules and the workflow manifest.

@@ -12,7 +12,7 @@ use super::{empty, full, Body};
 
 use crate::config::ListenerConfig;
 use crate::wire::extensions::{ELICITATION_V1, OUTFITTER_TASK_V1};
-use crate::wire::{AgentCard, PROTOCOL_BINDING, PROTOCOL_VERSION};
+use crate::wire::{AgentCard, JSONRPC_BINDING, PROTOCOL_BINDING, PROTOCOL_VERSION};
 
 /// The card, encoded once.
 pub struct CardDocument {
@@ -25,14 +25,24 @@ pub struct CardDocument {
 pub const MAX_AGE_SECONDS: u32 = 300;
 
 pub fn build(config: &ListenerConfig, interface_url: &str, started_ms: i64) -> CardDocument {
+    // HTTP+JSON first: the preferred binding. JSON-RPC is served at the interface URL
+    // itself (a POST there; HTTP+JSON has no route at it).
+    let mut interfaces = vec![json!({
+        "url": interface_url,
+        "protocolBinding": PROTOCOL_BINDING,
+        "protocolVersion": PROTOCOL_VERSION,
+    })];
+    if config.jsonrpc {
+        interfaces.push(json!({
+            "url": interface_url,
+            "protocolBinding": JSONRPC_BINDING,
+            "protocolVersion": PROTOCOL_VERSION,
+        }));
+    }
     let card = json!({
         "name": config.agent_name,
         "description": config.agent_description,
-        "supportedInterfaces": [{
-            "url": interface_url,
-            "protocolBinding": PROTOCOL_BINDING,
-            "protocolVersion": PROTOCOL_VERSION,
-        }],
+        "supportedInterfaces": interfaces,
         "version": config.agent_version,
         "capabilities": {
             "streaming": true,

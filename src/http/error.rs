@@ -96,8 +96,9 @@ impl ApiError {
         }
     }
 
-    /// The wrapped `google.rpc.Status` body.
-    pub fn body(&self) -> Bytes {
+    /// The `google.rpc.Status` details: the ErrorInfo with the A2A reason, then the
+    /// BadRequest naming the field, if any (HTTP+JSON's `details`, JSON-RPC's `data`).
+    pub fn details(&self) -> Vec<Value> {
         let mut info = json!({
             "@type": "type.googleapis.com/google.rpc.ErrorInfo",
             "reason": self.reason,
@@ -118,6 +119,12 @@ impl ApiError {
                 "fieldViolations": [{ "field": violation.field, "description": violation.message }],
             }));
         }
+        details
+    }
+
+    /// The wrapped `google.rpc.Status` body.
+    pub fn body(&self) -> Bytes {
+        let details = self.details();
         let body = json!({
             "error": {
                 "code": self.status.as_u16(),

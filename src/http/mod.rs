@@ -1,8 +1,16 @@
-//! The A2A HTTP+JSON listener: hyper 1 on a tokio runtime owned by the listener (never a
-//! global), with our own small router (`/tasks/{id}:cancel`-style paths).
+//! The A2A listener: hyper 1 on a tokio runtime owned by the listener (never a global),
+//! with our own small router (`/tasks/{id}:cancel`-style paths), serving two bindings on one
+//! port: HTTP+JSON, and JSON-RPC 2.0 at the interface URL itself (`jsonrpc.rs`).
 //!
-//! The checks every request passes, in order, are in `router.rs`. Every error body is the
-//! wrapped `google.rpc.Status` (`error.rs`).
+//! Each A2A operation is one function that both bindings call with the typed request
+//! (`send_message`, `stream_message` in `send.rs`; `get_task`, `list_tasks`, `cancel_task`,
+//! `subscribe_task` in `tasks.rs`): its rules live there once. A binding only reads its
+//! request into that type and writes the result, or the error, in its own form; a stream's
+//! framing is an `sse::Framing`.
+//!
+//! The checks every request passes, in order, are in `router.rs` (JSON-RPC's own, after
+//! auth, in `jsonrpc.rs`). Every HTTP+JSON error body is the wrapped `google.rpc.Status`
+//! (`error.rs`); JSON-RPC carries the same details in its error's `data`.
 //!
 //! Lifecycle: [`Listener::start`] binds and serves; [`Listener::close`] stops accepting,
 //! ends open streams, lets in-flight sends return their snapshot, waits for connections to
@@ -16,7 +24,8 @@
 //! Files: `accept.rs` (the accept loop: connections in, each request tracked until its
 //! response is written), `router.rs` (the routes and the checks every request passes in
 //! the order above); the routes are `card.rs` (the Agent Card), `send.rs` (`message:send`,
-//! `message:stream`) and `tasks.rs` (get, list, cancel, subscribe); what they share is
+//! `message:stream`), `tasks.rs` (get, list, cancel, subscribe) and `jsonrpc.rs` (every
+//! method, over the operations of `send.rs` and `tasks.rs`); what they share is
 //! `project.rs` (what a caller sees of a Task and its updates), `task_stream.rs` (waiting
 //! for a Task to settle, and its SSE stream), `sse.rs` (framing and backpressure),
 //! `blocking.rs` (plane calls off the async workers), `auth.rs`, `negotiate.rs`,
@@ -28,6 +37,7 @@ mod blocking;
 mod card;
 mod conn;
 mod error;
+mod jsonrpc;
 mod negotiate;
 mod page_token;
 mod project;

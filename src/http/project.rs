@@ -142,8 +142,13 @@ pub fn event_frame(activated: &[String], event: &TaskEvent) -> wire::StreamRespo
 /// Only the parts with their own shape (a status message, an artifact) still go through
 /// the wire types. `event_frames_are_written_as_the_wire_events_encode` holds the two to
 /// the same bytes.
-pub fn event_frame_into(frames: &mut Vec<u8>, activated: &[String], event: &TaskEvent) {
-    sse::frame_with(frames, |frames| match event {
+pub fn event_frame_into(
+    frames: &mut Vec<u8>,
+    framing: &sse::Framing,
+    activated: &[String],
+    event: &TaskEvent,
+) {
+    framing.frame_with(frames, |frames| match event {
         TaskEvent::Status {
             task_id,
             context_id,
@@ -324,7 +329,7 @@ mod tests {
         for activated in [&[][..], &everything[..1], &everything[..]] {
             for event in every_kind_of_update() {
                 let mut written = Vec::new();
-                event_frame_into(&mut written, activated, &event);
+                event_frame_into(&mut written, &sse::Framing::Rest, activated, &event);
                 let mut encoded = Vec::new();
                 sse::frame_into(&mut encoded, &event_frame(activated, &event));
                 let (written, encoded) = (

@@ -10,7 +10,9 @@ use hyper::body::Incoming;
 use hyper::header::{HeaderValue, ALLOW, WWW_AUTHENTICATE};
 use hyper::{Method, Request, Response, StatusCode};
 
-use super::{card, conn, error_response, negotiate, send, tasks, ApiError, Body, Ctx, Shared};
+use super::{
+    card, conn, error_response, jsonrpc, negotiate, send, tasks, ApiError, Body, Ctx, Shared,
+};
 
 /// Longest request target we answer (414 with the documented body beyond).
 const MAX_URI_BYTES: usize = 8 * 1024;
@@ -30,6 +32,8 @@ enum Route {
     CancelTask(String),
     Subscribe(String),
     PushConfigs,
+    /// The JSON-RPC binding: POST to the interface URL itself.
+    JsonRpc,
 }
 
 impl Route {
@@ -38,7 +42,9 @@ impl Route {
             Route::Card | Route::ListTasks | Route::GetTask(_) => {
                 method == Method::GET || method == Method::HEAD
             }
-            Route::Send | Route::Stream | Route::CancelTask(_) => method == Method::POST,
+            Route::Send | Route::Stream | Route::CancelTask(_) | Route::JsonRpc => {
+                method == Method::POST
+            }
             Route::Subscribe(_) => method == Method::GET || method == Method::POST,
             Route::PushConfigs => true,
         }
@@ -47,7 +53,7 @@ impl Route {
     fn allow_header(&self) -> &'static str {
         match self {
             Route::Card | Route::ListTasks | Route::GetTask(_) => "GET, HEAD",
-            Route::Send | Route::Stream | Route::CancelTask(_) => "POST",
+            Route::Send | Route::Stream | Route::CancelTask(_) | Route::JsonRpc => "POST",
             Route::Subscribe(_) => "GET, POST",
             Route::PushConfigs => "GET, POST, DELETE",
         }
@@ -140,8 +146,10 @@ pub(super) async fn handle(
     let Some(local) = path.strip_prefix(shared.base_path.as_str()) else {
         return not_found(&path);
     };
-    let Some(route) = route(local) else {
-        return not_found(&path);
+    let route = match route(local) {
+        Some(route) => route,
+        None if shared.config.jsonrpc && (local.is_empty() || local == "/") => Route::JsonRpc,
+        None => return not_found(&path),
     };
     if !route.allows(req.method()) {
         return method_not_allowed(&route);
@@ -151,8 +159,12 @@ pub(super) async fn handle(
         Ok(response) => response,
         Err(err) => error_response(&err, &extensions),
     };
-    if let Err(err) = negotiate::check_version(&req) {
-        return respond(Err(err));
+    // JSON-RPC answers a version it does not speak as a JSON-RPC error, with the request's
+    // id (`jsonrpc.rs`).
+    if route != Route::JsonRpc {
+        if let Err(err) = negotiate::check_version(&req) {
+            return respond(Err(err));
+        }
     }
     // Exactly one Authorization header: with two, which credential acts is ambiguous.
     let mut authorizations = req.headers().get_all(hyper::header::AUTHORIZATION).iter();
@@ -204,6 +216,7 @@ pub(super) async fn handle(
         Route::GetTask(id) => tasks::get(ctx, req, id).await,
         Route::CancelTask(id) => tasks::cancel(ctx, req, id).await,
         Route::Subscribe(id) => tasks::subscribe(ctx, req, id).await,
+        Route::JsonRpc => Ok(jsonrpc::handle(ctx, req).await),
         Route::Card | Route::PushConfigs => unreachable!("handled above"),
     };
     respond(result)

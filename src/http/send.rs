@@ -18,12 +18,8 @@ use crate::wire::{
     StreamResponse,
 };
 
-/// What a send asked for, after parsing.
-struct Parsed {
-    request: SendMessageRequest,
-}
-
-async fn parse(ctx: &Ctx, req: Request<Incoming>) -> Result<Parsed, ApiError> {
+/// The HTTP+JSON body of a send: a `SendMessageRequest`.
+async fn parse(ctx: &Ctx, req: Request<Incoming>) -> Result<SendMessageRequest, ApiError> {
     let config = &ctx.shared.config;
     let body = negotiate::read_json_body(
         req,
@@ -37,7 +33,11 @@ async fn parse(ctx: &Ctx, req: Request<Incoming>) -> Result<Parsed, ApiError> {
             "the request body must be a SendMessageRequest, e.g. {\"message\": {...}}",
         ));
     }
-    let request: SendMessageRequest = wire::json::decode("SendMessageRequest", &body)?;
+    Ok(wire::json::decode("SendMessageRequest", &body)?)
+}
+
+/// A push-notification config in a send is refused: this agent sends none.
+fn refuse_push_config(request: &SendMessageRequest) -> Result<(), ApiError> {
     if request
         .configuration
         .as_ref()
@@ -48,7 +48,7 @@ async fn parse(ctx: &Ctx, req: Request<Incoming>) -> Result<Parsed, ApiError> {
             "push notifications are not supported by this agent; leave out configuration.taskPushNotificationConfig",
         ));
     }
-    Ok(Parsed { request })
+    Ok(())
 }
 
 /// Accepts the message through the plane's one intake decision: continuation by explicit
@@ -101,14 +101,33 @@ fn direct_message(acceptance: &Acceptance) -> Option<wire::Message> {
         .map(|reply| wire::convert::message_to_wire(reply, &acceptance.context_id, None))
 }
 
+/// `POST /message:send`.
 pub async fn send(ctx: Ctx, req: Request<Incoming>) -> Result<Response<Body>, ApiError> {
-    let Parsed { mut request } = parse(&ctx, req).await?;
+    let request = parse(&ctx, req).await?;
+    let response = send_message(&ctx, request).await?;
+    let body = wire::json::encode(&response);
+    Ok(json_response(StatusCode::OK, body.into(), &ctx.extensions))
+}
+
+/// `POST /message:stream`.
+pub async fn stream(ctx: Ctx, req: Request<Incoming>) -> Result<Response<Body>, ApiError> {
+    let request = parse(&ctx, req).await?;
+    stream_message(ctx, request, sse::Framing::Rest).await
+}
+
+/// SendMessage on every binding: the Task (blocking until it settles unless
+/// `returnImmediately`, at most the blocking timeout), or the executor's direct Message.
+pub async fn send_message(
+    ctx: &Ctx,
+    mut request: SendMessageRequest,
+) -> Result<SendMessageResponse, ApiError> {
+    refuse_push_config(&request)?;
     let blocking = !request
         .configuration
         .as_ref()
         .is_some_and(|c| c.return_immediately);
     let watch = blocking.then_some(Watch::UntilSettled);
-    let (acceptance, updates) = accept(&ctx, &mut request, watch).await?;
+    let (acceptance, updates) = accept(ctx, &mut request, watch).await?;
     let payload = match (direct_message(&acceptance), &acceptance.task_id) {
         (Some(message), _) => send_message_response::Payload::Message(message),
         (None, Some(task_id)) => {
@@ -120,39 +139,43 @@ pub async fn send(ctx: Ctx, req: Request<Incoming>) -> Result<Response<Body>, Ap
                 None
             } else {
                 let timeout = Duration::from_millis(ctx.shared.config.blocking_timeout_ms);
-                wait_settled(&ctx, task_id, updates, timeout).await?
+                wait_settled(ctx, task_id, updates, timeout).await?
             };
             let task = match (settled, &acceptance.created) {
                 // The Task this caller's own message created or continued: theirs.
                 (Some(record), _) if record.principal == ctx.principal => {
-                    project_with_history(&ctx, &record, history_length)
+                    project_with_history(ctx, &record, history_length)
                 }
                 // `returnImmediately` on a new Task of this caller's: the Task as its
                 // acceptance created it (SUBMITTED), what a read right after the commit
                 // returns, without that read.
                 (None, Some(created)) if !blocking && created.principal == ctx.principal => {
-                    project_with_history(&ctx, created, history_length)
+                    project_with_history(ctx, created, history_length)
                 }
-                _ => task_snapshot(&ctx, task_id, history_length).await?,
+                _ => task_snapshot(ctx, task_id, history_length).await?,
             };
             send_message_response::Payload::Task(task)
         }
         (None, None) => return Err(ApiError::internal("acceptance without a Task or a reply")),
     };
-    let body = wire::json::encode(&SendMessageResponse {
+    Ok(SendMessageResponse {
         payload: Some(payload),
-    });
-    Ok(json_response(StatusCode::OK, body.into(), &ctx.extensions))
+    })
 }
 
-pub async fn stream(ctx: Ctx, req: Request<Incoming>) -> Result<Response<Body>, ApiError> {
-    let Parsed { mut request } = parse(&ctx, req).await?;
+/// SendStreamingMessage on every binding: an SSE stream framed by `framing`.
+pub async fn stream_message(
+    ctx: Ctx,
+    mut request: SendMessageRequest,
+    framing: sse::Framing,
+) -> Result<Response<Body>, ApiError> {
+    refuse_push_config(&request)?;
     // The stream's place first: a message is never accepted and then refused a stream.
     let slot = ctx.start_stream()?;
     let (acceptance, updates) = accept(&ctx, &mut request, Some(Watch::Updates)).await?;
     if let Some(message) = direct_message(&acceptance) {
         // A direct Message is exactly one event, then the stream closes.
-        let first = sse::frame(&StreamResponse {
+        let first = framing.frame(&StreamResponse {
             payload: Some(stream_response::Payload::Message(message)),
         });
         let response = sse::response(&ctx.extensions, slot, first, sse::Once);
@@ -174,8 +197,16 @@ pub async fn stream(ctx: Ctx, req: Request<Incoming>) -> Result<Response<Body>, 
                 hold_first_frame(&ctx, &mut updates).await;
             }
             let first = project_with_history(&ctx, &created, history_length);
-            Ok(stream_from(ctx, slot, first, created.state, updates, true))
+            Ok(stream_from(
+                ctx,
+                slot,
+                framing,
+                first,
+                created.state,
+                updates,
+                true,
+            ))
         }
-        _ => stream_task(ctx, slot, task_id, history_length).await,
+        _ => stream_task(ctx, slot, framing, task_id, history_length).await,
     }
 }

@@ -120,17 +120,49 @@ impl<F: Frames> hyper::body::Body for EventBody<F> {
 /// many bytes (it may end one frame past it).
 pub const PIECE_AT_MOST: usize = 16 * 1024;
 
-/// One event as an SSE frame: a `data:` line and a blank line.
-pub fn frame(event: &StreamResponse) -> Bytes {
-    let mut frames = Vec::with_capacity(256);
-    frame_into(&mut frames, event);
-    Bytes::from(frames)
+/// What one event's `data:` line holds, by binding: the `StreamResponse` itself
+/// (HTTP+JSON), or a JSON-RPC response carrying it, with the id of the request that opened
+/// the stream (JSON-RPC).
+#[derive(Debug, Clone)]
+pub enum Framing {
+    Rest,
+    /// The request's id, as JSON text (`1`, `"a"`).
+    JsonRpc(std::sync::Arc<str>),
 }
 
-/// Appends `event` to `frames` as an SSE frame ([`frame`]): frames that are ready together
-/// go to hyper as one piece of the body, one chunk on the wire.
+impl Framing {
+    /// Appends an SSE frame whose event JSON `write_json` appends, in this framing.
+    pub fn frame_with(&self, frames: &mut Vec<u8>, write_json: impl FnOnce(&mut Vec<u8>)) {
+        match self {
+            Framing::Rest => frame_with(frames, write_json),
+            Framing::JsonRpc(id) => frame_with(frames, |out| {
+                out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
+                out.extend_from_slice(id.as_bytes());
+                out.extend_from_slice(b",\"result\":");
+                write_json(out);
+                out.push(b'}');
+            }),
+        }
+    }
+
+    /// Appends `event` to `frames` as an SSE frame: frames that are ready together go to
+    /// hyper as one piece of the body, one chunk on the wire.
+    pub fn frame_into(&self, frames: &mut Vec<u8>, event: &StreamResponse) {
+        self.frame_with(frames, |json| wire::json::encode_into(json, event));
+    }
+
+    /// One event as an SSE frame: a `data:` line and a blank line.
+    pub fn frame(&self, event: &StreamResponse) -> Bytes {
+        let mut frames = Vec::with_capacity(256);
+        self.frame_into(&mut frames, event);
+        Bytes::from(frames)
+    }
+}
+
+/// Appends `event` to `frames` as an HTTP+JSON SSE frame.
+#[cfg(test)]
 pub fn frame_into(frames: &mut Vec<u8>, event: &StreamResponse) {
-    frame_with(frames, |json| wire::json::encode_into(json, event));
+    Framing::Rest.frame_into(frames, event);
 }
 
 /// Appends an SSE frame whose JSON `write_json` appends: a `data:` line and a blank line.

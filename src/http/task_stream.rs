@@ -104,6 +104,7 @@ pub async fn hold_first_frame(ctx: &Ctx, updates: &mut TaskSubscription) {
 pub async fn stream_updates(
     ctx: Ctx,
     slot: StreamGuard,
+    framing: sse::Framing,
     task_id: String,
     history_length: Option<u32>,
     close_if_settled: bool,
@@ -115,6 +116,7 @@ pub async fn stream_updates(
     Ok(stream_from(
         ctx,
         slot,
+        framing,
         first,
         record.state,
         updates,
@@ -127,6 +129,7 @@ pub async fn stream_updates(
 pub fn stream_from(
     ctx: Ctx,
     slot: StreamGuard,
+    framing: sse::Framing,
     first: Task,
     state: TaskState,
     updates: TaskSubscription,
@@ -136,6 +139,7 @@ pub fn stream_from(
     // Task settled between the caller's checks and this read.
     let ends_now = state.is_terminal() || (close_if_settled && state.is_settled());
     let mut then = TaskUpdates {
+        framing,
         extensions: ctx.extensions.clone(),
         updates,
         shutdown: ctx.shared.shutdown.clone(),
@@ -151,6 +155,8 @@ pub fn stream_from(
 /// settles the Task, when the subscription falls behind or closes, or when the listener
 /// shuts down. A client that leaves drops it with its connection.
 struct TaskUpdates {
+    /// How each event is framed (by binding).
+    framing: sse::Framing,
     /// The extensions the caller activated (what its frames carry).
     extensions: Vec<String>,
     updates: TaskSubscription,
@@ -210,7 +216,7 @@ impl TaskUpdates {
     fn first_piece(&mut self, first: Task) -> Bytes {
         // A Task settled at once is four frames, ~1,050 bytes: one allocation.
         let mut frames = Vec::with_capacity(2048);
-        sse::frame_into(
+        self.framing.frame_into(
             &mut frames,
             &StreamResponse {
                 payload: Some(stream_response::Payload::Task(first)),
@@ -224,7 +230,7 @@ impl TaskUpdates {
     /// stream.
     fn append(&mut self, frames: &mut Vec<u8>, event: &TaskEvent) {
         self.ended = event.state().is_some_and(TaskState::is_settled);
-        event_frame_into(frames, &self.extensions, event);
+        event_frame_into(frames, &self.framing, &self.extensions, event);
     }
 
     /// Appends the frames of the updates that wait already, without waiting, until one
@@ -275,10 +281,11 @@ impl sse::Frames for TaskUpdates {
 pub async fn stream_task(
     ctx: Ctx,
     slot: StreamGuard,
+    framing: sse::Framing,
     task_id: String,
     history_length: Option<u32>,
 ) -> Result<Response<Body>, ApiError> {
-    stream_updates(ctx, slot, task_id, history_length, true).await
+    stream_updates(ctx, slot, framing, task_id, history_length, true).await
 }
 
 #[cfg(test)]
@@ -310,6 +317,7 @@ mod tests {
 
     fn updates_of(bus: &EventBus) -> TaskUpdates {
         TaskUpdates {
+            framing: sse::Framing::Rest,
             extensions: Vec::new(),
             updates: bus.subscribe("t-1"),
             shutdown: tokio::sync::watch::channel(false).1,

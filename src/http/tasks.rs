@@ -14,11 +14,11 @@ use super::blocking::{blocking, short_read};
 use super::error::ApiError;
 use super::project::{project_task, task_snapshot};
 use super::task_stream::stream_updates;
-use super::{json_response, negotiate, Body, Ctx};
+use super::{json_response, negotiate, sse, Body, Ctx};
 use crate::plane::ListFilter;
 use crate::wire::convert;
 use crate::wire::json::ListTasksResponseJson;
-use crate::wire::{self, ListTasksResponse, TaskState, Timestamp};
+use crate::wire::{self, ListTasksResponse, Task, TaskState, Timestamp};
 
 fn history_length_param(params: &[(String, String)]) -> Result<Option<u32>, ApiError> {
     match params.iter().find(|(k, _)| k == "historyLength") {
@@ -37,6 +37,7 @@ fn history_length_param(params: &[(String, String)]) -> Result<Option<u32>, ApiE
     }
 }
 
+/// `GET /tasks/{id}`.
 pub async fn get(
     ctx: Ctx,
     req: Request<Incoming>,
@@ -44,7 +45,7 @@ pub async fn get(
 ) -> Result<Response<Body>, ApiError> {
     let params = negotiate::query_params(req.uri().query());
     let history_length = history_length_param(&params)?;
-    let task = task_snapshot(&ctx, &task_id, history_length).await?;
+    let task = get_task(&ctx, &task_id, history_length).await?;
     Ok(json_response(
         StatusCode::OK,
         wire::json::encode(&task).into(),
@@ -52,35 +53,56 @@ pub async fn get(
     ))
 }
 
+/// GetTask on every binding: the caller's Task, with at most `history_length` messages.
+pub async fn get_task(
+    ctx: &Ctx,
+    task_id: &str,
+    history_length: Option<u32>,
+) -> Result<Task, ApiError> {
+    task_snapshot(ctx, task_id, history_length).await
+}
+
+/// What a listing asked for, as each binding reads it from its request.
+#[derive(Debug, Default)]
+pub struct ListQuery {
+    pub context_id: Option<String>,
+    pub status: Option<TaskState>,
+    /// As sent (a query parameter's text or a number's digits), checked by the plane.
+    pub page_size: Option<String>,
+    pub page_token: Option<String>,
+    pub status_timestamp_after: Option<Timestamp>,
+    pub include_artifacts: bool,
+    pub history_length: Option<u32>,
+}
+
+/// `GET /tasks`.
 pub async fn list(ctx: Ctx, req: Request<Incoming>) -> Result<Response<Body>, ApiError> {
     let params = negotiate::query_params(req.uri().query());
-    let mut filter = ListFilter {
-        page_size: ListFilter::page_size(None)?,
+    let mut query = ListQuery {
         history_length: history_length_param(&params)?,
-        ..ListFilter::default()
+        ..ListQuery::default()
     };
-    let mut page_token = None;
     for (name, value) in &params {
         match name.as_str() {
-            "contextId" if !value.is_empty() => filter.context_id = Some(value.clone()),
+            "contextId" if !value.is_empty() => query.context_id = Some(value.clone()),
             "status" if !value.is_empty() => {
-                let state = TaskState::from_str_name(value).ok_or_else(|| {
+                query.status = Some(TaskState::from_str_name(value).ok_or_else(|| {
                     ApiError::invalid(
                         "status",
                         format!("`{value}` is not a TaskState name such as TASK_STATE_WORKING"),
                     )
-                })?;
-                filter.state = convert::state_from_wire(state);
+                })?);
             }
-            "pageSize" => filter.page_size = ListFilter::page_size(Some(value))?,
-            "pageToken" if !value.is_empty() => page_token = Some(value),
+            "pageSize" => query.page_size = Some(value.clone()),
+            "pageToken" if !value.is_empty() => query.page_token = Some(value.clone()),
             "statusTimestampAfter" if !value.is_empty() => {
-                let ts = Timestamp::parse_rfc3339(value)
-                    .map_err(|e| ApiError::invalid("statusTimestampAfter", e))?;
-                filter.status_since_ms = Some(ts.to_unix_millis());
+                query.status_timestamp_after = Some(
+                    Timestamp::parse_rfc3339(value)
+                        .map_err(|e| ApiError::invalid("statusTimestampAfter", e))?,
+                );
             }
             "includeArtifacts" => {
-                filter.include_artifacts = match value.as_str() {
+                query.include_artifacts = match value.as_str() {
                     "true" => true,
                     "false" | "" => false,
                     other => {
@@ -94,8 +116,25 @@ pub async fn list(ctx: Ctx, req: Request<Incoming>) -> Result<Response<Body>, Ap
             _ => {}
         }
     }
+    let response = list_tasks(&ctx, query)?;
+    let body = wire::json::encode(&ListTasksResponseJson(&response));
+    Ok(json_response(StatusCode::OK, body.into(), &ctx.extensions))
+}
+
+/// ListTasks on every binding: one page of the caller's Tasks, with a signed token for the
+/// next.
+pub fn list_tasks(ctx: &Ctx, query: ListQuery) -> Result<ListTasksResponse, ApiError> {
+    let mut filter = ListFilter {
+        page_size: ListFilter::page_size(query.page_size.as_deref())?,
+        history_length: query.history_length,
+        context_id: query.context_id,
+        state: query.status.and_then(convert::state_from_wire),
+        status_since_ms: query.status_timestamp_after.map(|ts| ts.to_unix_millis()),
+        include_artifacts: query.include_artifacts,
+        ..ListFilter::default()
+    };
     let tokens = &ctx.shared.page_tokens;
-    if let Some(token) = page_token {
+    if let Some(token) = &query.page_token {
         // Checked against the whole query, so it is read after every other parameter.
         filter.after = Some(tokens.check(&ctx.principal, &filter, token).ok_or_else(|| {
             ApiError::invalid(
@@ -108,12 +147,12 @@ pub async fn list(ctx: Ctx, req: Request<Incoming>) -> Result<Response<Body>, Ap
     // size): a short read, run in place. On the blocking pool, 64 concurrent listings held
     // 64 threads and 64 read connections, each with its own page cache.
     let page = short_read(|| ctx.shared.plane.list_tasks(&ctx.principal, &filter))?;
-    let response = ListTasksResponse {
+    Ok(ListTasksResponse {
         tasks: page
             .tasks
             .iter()
             .map(|record| {
-                let mut task = project_task(&ctx, record);
+                let mut task = project_task(ctx, record);
                 if !filter.include_artifacts {
                     task.artifacts.clear();
                 }
@@ -126,9 +165,7 @@ pub async fn list(ctx: Ctx, req: Request<Incoming>) -> Result<Response<Body>, Ap
             .unwrap_or_default(),
         page_size: filter.page_size as i32,
         total_size: page.total.min(i32::MAX as u64) as i32,
-    };
-    let body = wire::json::encode(&ListTasksResponseJson(&response));
-    Ok(json_response(StatusCode::OK, body.into(), &ctx.extensions))
+    })
 }
 
 /// An optional body naming the Task: it must name the one in the path.
@@ -168,16 +205,14 @@ async fn optional_body_id(
     Ok(())
 }
 
+/// `POST /tasks/{id}:cancel`.
 pub async fn cancel(
     ctx: Ctx,
     req: Request<Incoming>,
     task_id: String,
 ) -> Result<Response<Body>, ApiError> {
     optional_body_id(&ctx, req, &task_id).await?;
-    let plane = ctx.shared.plane.clone();
-    let (principal, id) = (ctx.principal.clone(), task_id.clone());
-    blocking(move || plane.cancel(&principal, &id)).await?;
-    let task = task_snapshot(&ctx, &task_id, None).await?;
+    let task = cancel_task(&ctx, &task_id).await?;
     Ok(json_response(
         StatusCode::OK,
         wire::json::encode(&task).into(),
@@ -185,13 +220,32 @@ pub async fn cancel(
     ))
 }
 
+/// CancelTask on every binding: the Task as the cancel left it.
+pub async fn cancel_task(ctx: &Ctx, task_id: &str) -> Result<Task, ApiError> {
+    let plane = ctx.shared.plane.clone();
+    let (principal, id) = (ctx.principal.clone(), task_id.to_string());
+    blocking(move || plane.cancel(&principal, &id)).await?;
+    task_snapshot(ctx, task_id, None).await
+}
+
+/// `GET|POST /tasks/{id}:subscribe`.
 pub async fn subscribe(
     ctx: Ctx,
     req: Request<Incoming>,
     task_id: String,
 ) -> Result<Response<Body>, ApiError> {
     optional_body_id(&ctx, req, &task_id).await?;
+    subscribe_task(ctx, task_id, sse::Framing::Rest).await
+}
+
+/// SubscribeToTask on every binding: refused for a terminal Task, else its SSE stream
+/// framed by `framing`.
+pub async fn subscribe_task(
+    ctx: Ctx,
+    task_id: String,
+    framing: sse::Framing,
+) -> Result<Response<Body>, ApiError> {
     short_read(|| ctx.shared.plane.subscribable(&ctx.principal, &task_id))?;
     let slot = ctx.start_stream()?;
-    stream_updates(ctx, slot, task_id, None, false).await
+    stream_updates(ctx, slot, framing, task_id, None, false).await
 }

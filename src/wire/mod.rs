@@ -35,5 +35,8 @@ pub const PROTOCOL_VERSION: &str = "1.0";
 /// the same double, so an integer past this one may not be the number the client wrote.
 pub const MAX_EXACT_INTEGER: f64 = 9_007_199_254_740_991.0;
 
-/// The one protocol binding this server speaks.
+/// The protocol binding this server prefers (listed first in its card).
 pub const PROTOCOL_BINDING: &str = "HTTP+JSON";
+
+/// The JSON-RPC 2.0 binding's name in an Agent Card's `supportedInterfaces`.
+pub const JSONRPC_BINDING: &str = "JSONRPC";
