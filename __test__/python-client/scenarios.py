@@ -30,7 +30,6 @@ from google.protobuf.json_format import MessageToDict
 from google.rpc import error_details_pb2
 
 from a2a.client import (
-    A2AClientError,
     AuthInterceptor,
     Client,
     ClientCallContext,
@@ -52,7 +51,7 @@ from a2a.types.a2a_pb2 import (
     Task,
     TaskState,
 )
-from a2a.utils.errors import A2A_ERROR_REASONS
+from a2a.utils.errors import A2A_ERROR_REASONS, A2AError
 from a2a.utils.grpc_status import status_from_call
 
 
@@ -152,7 +151,7 @@ def reason_of(err: BaseException) -> str | None:
     The SDK raises a typed error for each reason it knows; for any other (here
     DUPLICATE_MESSAGE_ID) it raises A2AClientError, and the reason is read from the
     response it chained: the HTTP body's google.rpc.Status or the gRPC status details.
-    JSON-RPC keeps no response to read, so there the answer is None.
+    Over JSON-RPC the SDK keeps only our ErrorInfo's metadata, not its reason: None.
     """
     if type(err) in A2A_ERROR_REASONS:
         return A2A_ERROR_REASONS[type(err)]
@@ -376,8 +375,12 @@ async def fails_as_conflict(run: Run, changed: Message) -> BaseException:
         raise
     except Exception as err:  # noqa: BLE001 - the error is the observation
         reason = reason_of(err)
-        expect(isinstance(err, A2AClientError), f'the SDK has no typed error for the conflict, got {type(err).__name__}')
-        if reason is None:
+        # No typed error names the conflict: the client's generic error (HTTP+JSON, gRPC) or
+        # JSON-RPC's invalid-params error (-32602), the reason in its data.
+        expect(isinstance(err, A2AError), f'an A2A error for the conflict, got {type(err).__name__}')
+        if reason in (None, 'INVALID_PARAMS'):
+            # JSON-RPC: -32602 with our ErrorInfo in `data`, of which the SDK keeps only
+            # the metadata; the message still names the reused messageId.
             expect(changed.message_id in str(err), f'the conflict names the reused messageId, got {err}')
         else:
             expect(reason == 'DUPLICATE_MESSAGE_ID', f'DUPLICATE_MESSAGE_ID, got {reason}: {err}')
