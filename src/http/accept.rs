@@ -11,7 +11,7 @@ use bytes::Bytes;
 use hyper_util::rt::TokioIo;
 
 use super::router::handle;
-use super::{conn, timer, Body, Shared};
+use super::{conn, Body, Shared};
 
 /// How long `close()` waits for open connections to finish.
 pub(super) const CLOSE_GRACE: Duration = Duration::from_secs(5);
@@ -66,7 +66,7 @@ pub(super) async fn serve(listener: tokio::net::TcpListener, shared: Arc<Shared>
         };
         let io = TokioIo::new(conn::WriteDeadline::new(stream, write_timeout));
         let conn = hyper::server::conn::http1::Builder::new()
-            .timer(timer::ConnTimer::default())
+            .timer(hyper_util::rt::TokioTimer::new())
             .header_read_timeout(idle)
             .max_buf_size(WRITE_BUFFER_BYTES)
             .keep_alive(true)
