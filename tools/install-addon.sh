@@ -24,8 +24,9 @@ command -v cargo >/dev/null || {
   exit 1
 }
 say "no prebuilt addon for $platform: building it from source with cargo (the first build takes several minutes)…"
-# The host's own target, whatever the caller's shell exports for its other builds.
-(cd "$repo" && env -u CARGO_BUILD_TARGET cargo build --release --lib --locked)
+# The host's own target, and no napi type definitions (index.d.ts comes with the checkout),
+# whatever the caller's shell exports for its other builds.
+(cd "$repo" && env -u CARGO_BUILD_TARGET -u NAPI_TYPE_DEF_TMP_FOLDER cargo build --release --lib --locked)
 cp "${CARGO_TARGET_DIR:-$repo/target}/release/liba2a_task_plane.so" "$addon.partial"
 # Debug info is for developers' backtraces; an installed addon is a sixth of the size without.
 strip --strip-debug "$addon.partial" 2>/dev/null || true
