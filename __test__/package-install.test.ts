@@ -60,8 +60,8 @@ before(() => {
   execFileSync(
     "npm",
     ["install", "--no-audit", "--no-fund", "--loglevel=error", tarball, `@earendil-works/pi-coding-agent@${dev["@earendil-works/pi-coding-agent"]}`, `typebox@${dev.typebox}`],
-    // npm's own cache (the real HOME) keeps this off the network where it can.
-    { cwd: installDir, env: { PATH: minimalPath, HOME: process.env.HOME ?? home }, stdio: ["ignore", "inherit", "inherit"] },
+    // The caller's npm settings (cache, certificates, proxy) reach the registry; only PATH is the service's.
+    { cwd: installDir, env: { ...process.env, PATH: minimalPath }, stdio: ["ignore", "inherit", "inherit"] },
   );
 });
 
