@@ -49,7 +49,7 @@ before(() => {
   // prepack: the addon current for this checkout (nothing to build after setup.sh), stripped.
   const packed = JSON.parse(execFileSync("npm", ["pack", "--json", "--pack-destination", packDir], { cwd: repoRoot, encoding: "utf8", stdio: ["ignore", "pipe", "inherit"] }));
   const files = (packed[0].files as { path: string }[]).map((f) => f.path);
-  for (const wanted of ["LICENSE", "CHANGELOG.md", "bin/a2a-task-plane.js", "tools/install-addon.sh", "extensions/index.ts"]) assert.ok(files.includes(wanted), `${wanted} is packed: ${files}`);
+  for (const wanted of ["LICENSE", "CHANGELOG.md", "bin/a2a-task-plane.js", "extensions/index.ts"]) assert.ok(files.includes(wanted), `${wanted} is packed: ${files}`);
   assert.ok(files.some((f) => /^a2a-task-plane\.linux-[a-z0-9]+-(gnu|musl)\.node$/.test(f)), `the prebuilt addon is packed: ${files}`);
   const tarball = join(packDir, packed[0].filename);
   process.stderr.write(`package-install: ${packed[0].filename} is ${(statSync(tarball).size / 1048576).toFixed(1)} MB\n`);

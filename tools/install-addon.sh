@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# The package's npm install script. Installed from a packed package, the prebuilt addon
-# for this platform is there and it does nothing. Installed from a git checkout (`pi
-# install git:…` clones and runs `npm install --omit=dev`), it builds the addon from
-# source with cargo, or says in one line what to install. tools/setup.sh, which builds the
-# addon with napi itself, sets A2A_TASK_PLANE_NO_INSTALL_BUILD for its npm ci.
+# The package's npm prepare script: npm runs it in a checkout (`pi install git:…` clones and
+# runs `npm install --omit=dev` there) and before packing, never when a packed package is
+# installed (that one has its prebuilt addon). Without an addon for this platform it builds
+# one from source with cargo, or says in one line what to install. tools/setup.sh, which
+# builds the addon with napi itself, sets A2A_TASK_PLANE_NO_INSTALL_BUILD for its npm ci.
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 say() { echo "a2a-task-plane: $*" >&2; }
