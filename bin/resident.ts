@@ -86,7 +86,7 @@ function parseArgs(argv: string[]): Options {
  * random token for principal 'local'. The token is never printed: a service's output is a log.
  */
 function serviceDefaults(): void {
-  process.env.A2A_SERVER ??= "1";
+  if (!process.env.A2A_SERVER) process.env.A2A_SERVER = "1";
   if (process.env.A2A_CREDENTIALS_PATH) return;
   const dir = join(process.env.XDG_DATA_HOME || join(homedir(), ".local", "share"), "outfitter", "channels");
   const file = join(dir, "a2a-credentials.json");
