@@ -6,10 +6,13 @@
 // and the store; exit status 0. If the task plane cannot start, it prints one line naming
 // the cause and the fix and exits 1. Log lines (JSON) go to stderr and to the log file.
 //
-//   node bin/resident.ts [--demo] [--provider P --model M] [--thinking L]
+//   a2a-task-plane resident [--demo] [--provider P --model M] [--thinking L]
 //
-// Usually started through `bash tools/run.sh --headless`, which installs, builds and sets
-// the listener variables first.
+// (bin/a2a-task-plane.js loads it; `bash tools/run.sh --headless` from a clone runs the same.)
+// As a service it serves A2A unless told otherwise: see serviceDefaults.
+import { randomBytes } from "node:crypto";
+import { existsSync, mkdirSync, writeFileSync } from "node:fs";
+import { homedir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import {
@@ -26,13 +29,16 @@ import {
 const packageRoot = join(dirname(fileURLToPath(import.meta.url)), "..");
 const NAME = "a2a-resident";
 
-const USAGE = `usage: node bin/resident.ts [--demo] [--provider <name> --model <pattern>] [--thinking <level>]
+const USAGE = `usage: a2a-task-plane resident [--demo] [--provider <name> --model <pattern>] [--thinking <level>]
 
 Runs the resident Pi agent with the A2A task plane and no terminal, until SIGTERM or SIGINT.
   --demo               use the offline demo agent (scripted, not a model; no key needed)
   --provider, --model  the model that works the tasks (default: Pi's configured default)
   --thinking           the thinking level (off, minimal, low, medium, high, xhigh)
-The task plane reads its A2A_* and CHANNELS_TASK_STORE_PATH variables (see the README).`;
+The task plane reads its A2A_* and CHANNELS_TASK_STORE_PATH variables (see the README).
+Unless set: A2A_SERVER=1 (serve A2A over HTTP) and A2A_CREDENTIALS_PATH=
+\${XDG_DATA_HOME:-~/.local/share}/outfitter/channels/a2a-credentials.json, created once
+(mode 0600) with a random bearer token for principal 'local'.`;
 
 /** One line on stderr for a person (or journald), then exit. */
 function fail(text: string, code = 1): never {
@@ -74,8 +80,27 @@ function parseArgs(argv: string[]): Options {
   return options;
 }
 
+/**
+ * A resident serves A2A: the listener is on unless A2A_SERVER says otherwise, and without
+ * A2A_CREDENTIALS_PATH a credentials file is made once (mode 0600, in a 0700 folder) with a
+ * random token for principal 'local'. The token is never printed: a service's output is a log.
+ */
+function serviceDefaults(): void {
+  if (!process.env.A2A_SERVER) process.env.A2A_SERVER = "1";
+  if (process.env.A2A_CREDENTIALS_PATH) return;
+  const dir = join(process.env.XDG_DATA_HOME || join(homedir(), ".local", "share"), "outfitter", "channels");
+  const file = join(dir, "a2a-credentials.json");
+  process.env.A2A_CREDENTIALS_PATH = file;
+  if (existsSync(file)) return;
+  mkdirSync(dir, { recursive: true, mode: 0o700 });
+  const credentials = { credentials: [{ token: randomBytes(32).toString("hex"), principal: "local" }] };
+  writeFileSync(file, `${JSON.stringify(credentials)}\n`, { mode: 0o600, flag: "wx" });
+  process.stderr.write(`${NAME}: created ${file} (mode 0600) with a bearer token for principal 'local'\n`);
+}
+
 async function main(): Promise<void> {
   const options = parseArgs(process.argv.slice(2));
+  serviceDefaults();
   // Signals are caught from the start: one that arrives while the resident starts stops it
   // cleanly once it has started (the store is open by then and must be closed).
   let stopRequested: string | undefined;

