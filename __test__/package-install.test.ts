@@ -4,7 +4,8 @@
 // and stops with 0 on SIGTERM; the README's systemd ExecStart line runs as written with
 // PATH=/usr/bin:/bin plus Node and serves; `pi install <that folder>` gives a fresh Pi the
 // four tools and, with A2A_SERVER=1, the listener; and `pi install git:…` of a checkout
-// without cargo stops with one line saying what to install.
+// without cargo stops with one line saying what to install, and with cargo builds the
+// addon from source.
 import assert from "node:assert/strict";
 import { type ChildProcess, execFileSync, spawn, spawnSync } from "node:child_process";
 import { randomUUID } from "node:crypto";
@@ -230,4 +231,32 @@ test("`pi install git:…` of a checkout, with no cargo to build the addon, stop
   assert.equal(lines.length, 1, install.stdout + install.stderr);
   assert.match(lines[0], /no prebuilt addon for linux-\S+ in this copy and no cargo to build one: install Rust \(https:\/\/rustup\.rs\)/);
   assert.ok(!existsSync(join(env.PI_CODING_AGENT_DIR, "git", "git.invalid")), "a failed install leaves no clone behind");
+});
+
+test("`pi install git:…` of a checkout, with cargo, builds the addon from source and the installed package loads it", () => {
+  const cargo = spawnSync("sh", ["-c", "command -v cargo"], { encoding: "utf8" }).stdout.trim();
+  assert.ok(cargo, "this test needs cargo on the test's PATH (tools/setup.sh needs it too)");
+  const bare = join(mkdtempSync(join(tmpdir(), "a2a-install-git-")), "a2a-task-plane.git");
+  execFileSync("git", ["clone", "--quiet", "--bare", repoRoot, bare]);
+  const url = "https://git.invalid/example/a2a-task-plane";
+  const realHome = process.env.HOME ?? home;
+  const env = serviceEnv({
+    // cargo's directory on the service's PATH; rustup's homes named, as HOME is elsewhere.
+    PATH: `${dirname(cargo)}:${minimalPath}`,
+    RUSTUP_HOME: process.env.RUSTUP_HOME ?? join(realHome, ".rustup"),
+    CARGO_HOME: process.env.CARGO_HOME ?? join(realHome, ".cargo"),
+    // One target folder for every run of this test: the dependencies build once per machine.
+    CARGO_TARGET_DIR: join(repoRoot, "target", "source-install"),
+    GIT_CONFIG_COUNT: "1",
+    GIT_CONFIG_KEY_0: `url.${bare}.insteadOf`,
+    GIT_CONFIG_VALUE_0: url,
+    npm_config_cache: join(realHome, ".npm"),
+  });
+  const install = spawnSync(process.execPath, [piCli, "install", `git:${url}`], { env, encoding: "utf8" });
+  assert.equal(install.status, 0, install.stdout + install.stderr);
+  const cloned = join(env.PI_CODING_AGENT_DIR, "git", "git.invalid", "example", "a2a-task-plane");
+  const addon = join(cloned, execFileSync("sh", ["-c", "ls a2a-task-plane.linux-*.node"], { cwd: cloned, encoding: "utf8" }).trim());
+  assert.ok(existsSync(addon), `the source build left its addon in ${cloned}`);
+  const states = execFileSync(process.execPath, ["-e", "import('./index.js').then((a) => console.log(JSON.stringify(a.taskStates().terminal)))"], { cwd: cloned, env, encoding: "utf8" });
+  assert.match(states, /TASK_STATE_COMPLETED/);
 });

@@ -1,7 +1,8 @@
 // The OFFLINE DEMO AGENT: a scripted stand-in for a model (Pi's faux provider), so a
 // newcomer can watch an A2A Task go from `curl` to COMPLETED without any API key. It is
 // not an LLM: it reads the task and answers with a fixed, clearly labelled echo.
-// Loaded only by `bash tools/run.sh --demo`; never by the package itself.
+// Loaded only by `--demo` (`bash tools/run.sh --demo`, `a2a-task-plane resident --demo`); never
+// by the package as an extension.
 import type { ExtensionAPI } from "@earendil-works/pi-coding-agent";
 import { fauxAssistantMessage, fauxProvider, fauxText, fauxToolCall } from "@earendil-works/pi-ai";
 
