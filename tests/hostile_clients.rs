@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use a2a_task_plane::plane::AlwaysTask;
-use a2a_task_plane::record::{ArtifactRecord, PartRecord, TaskState};
+use a2a_task_plane::record::TaskState;
 use common::server::*;
 use serde_json::{json, Value};
 
@@ -42,19 +42,10 @@ fn working_task(server: &Server, token: &str, message_id: &str) -> String {
 /// Opens `GET /tasks/{id}:subscribe` on a raw socket and reads only the status code (the
 /// socket stays open, and is not read further).
 fn open_subscription(addr: SocketAddr, token: &str, task_id: &str) -> (u16, TcpStream) {
-    let mut stream = TcpStream::connect(addr).unwrap();
-    stream
-        .set_read_timeout(Some(Duration::from_secs(20)))
-        .unwrap();
-    write!(
-        stream,
-        "GET /tasks/{task_id}:subscribe HTTP/1.1\r\nHost: {addr}\r\nA2A-Version: 1.0\r\nAuthorization: Bearer {token}\r\n\r\n"
+    common::http::open_unread(
+        addr,
+        &format!("GET /tasks/{task_id}:subscribe HTTP/1.1\r\nHost: {addr}\r\nA2A-Version: 1.0\r\nAuthorization: Bearer {token}\r\n\r\n"),
     )
-    .unwrap();
-    let mut head = [0u8; 12];
-    stream.read_exact(&mut head).unwrap();
-    let status = String::from_utf8_lossy(&head[9..12]).parse().unwrap();
-    (status, stream)
 }
 
 /// Reads a chunked stream up to its last chunk (the connection stays open: keep-alive).
@@ -83,17 +74,6 @@ fn list_on_a_new_connection(server: &Server) -> u16 {
     .status
 }
 
-fn big_artifact(n: usize) -> ArtifactRecord {
-    ArtifactRecord {
-        artifact_id: format!("chunk-{n}"),
-        name: Some(format!("chunk {n}")),
-        description: None,
-        parts: vec![PartRecord::text("x".repeat(256 * 1024))],
-        metadata: None,
-        extensions: vec![],
-    }
-}
-
 #[test]
 fn a_slow_stream_reader_is_dropped_and_frees_its_place() {
     let server = Server::start_with(Arc::new(AlwaysTask), |c| {
@@ -109,25 +89,15 @@ fn a_slow_stream_reader_is_dropped_and_frees_its_place() {
     // 200 updates of 256 KiB: far more than any buffer holds for a reader that reads
     // nothing. The agent's writes never wait for the reader.
     for n in 0..200 {
-        server.plane.record_artifact(&id, big_artifact(n)).unwrap();
+        server
+            .plane
+            .record_artifact(&id, common::big_artifact(n))
+            .unwrap();
     }
     // The stalled reader is dropped after the write timeout, and its place is free again.
     // Nothing announces the drop to a client that does not read, so this asks for a place
     // until it gets one (bounded, and failing with what it waited for).
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let (status, stream) = open_subscription(server.addr(), ALICE, &id);
-        drop(stream);
-        if status == 200 {
-            break;
-        }
-        assert_eq!(status, 429);
-        assert!(
-            Instant::now() < deadline,
-            "the stalled reader still holds its place"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    common::http::wait_for_a_free_stream_place(|| open_subscription(server.addr(), ALICE, &id));
 }
 
 #[test]

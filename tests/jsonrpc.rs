@@ -5,13 +5,12 @@
 
 mod common;
 
-use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use a2a_task_plane::plane::AlwaysTask;
-use a2a_task_plane::record::{ArtifactRecord, PartRecord, TaskState};
+use a2a_task_plane::record::TaskState;
 use common::http::{open_stream, request, EventStream, Reply};
 use common::server::*;
 use serde_json::{json, Value};
@@ -575,21 +574,14 @@ fn another_callers_task_is_not_found_listed_cancelled_subscribed_to_or_continued
 /// Opens `SubscribeToTask` on a raw socket and reads only the status code (the socket stays
 /// open, and is not read further).
 fn open_subscription(addr: SocketAddr, token: &str, task_id: &str) -> (u16, TcpStream) {
-    let mut stream = TcpStream::connect(addr).unwrap();
-    stream
-        .set_read_timeout(Some(Duration::from_secs(20)))
-        .unwrap();
     let body = call("SubscribeToTask", json!({"id": task_id}));
-    write!(
-        stream,
-        "POST / HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-        body.len()
+    common::http::open_unread(
+        addr,
+        &format!(
+            "POST / HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        ),
     )
-    .unwrap();
-    let mut head = [0u8; 12];
-    stream.read_exact(&mut head).unwrap();
-    let status = String::from_utf8_lossy(&head[9..12]).parse().unwrap();
-    (status, stream)
 }
 
 #[test]
@@ -652,28 +644,10 @@ fn a_json_rpc_stream_reader_that_stops_reading_is_dropped_and_frees_its_place() 
     assert_eq!(status, 200);
     assert_eq!(open_subscription(server.addr(), ALICE, &id).0, 429);
     for n in 0..200 {
-        let artifact = ArtifactRecord {
-            artifact_id: format!("chunk-{n}"),
-            name: Some(format!("chunk {n}")),
-            description: None,
-            parts: vec![PartRecord::text("x".repeat(256 * 1024))],
-            metadata: None,
-            extensions: vec![],
-        };
-        server.plane.record_artifact(&id, artifact).unwrap();
+        server
+            .plane
+            .record_artifact(&id, common::big_artifact(n))
+            .unwrap();
     }
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let (status, stream) = open_subscription(server.addr(), ALICE, &id);
-        drop(stream);
-        if status == 200 {
-            break;
-        }
-        assert_eq!(status, 429);
-        assert!(
-            Instant::now() < deadline,
-            "the stalled reader still holds its place"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    common::http::wait_for_a_free_stream_place(|| open_subscription(server.addr(), ALICE, &id));
 }

@@ -244,3 +244,37 @@ pub fn request(
 ) -> Reply {
     request_with_timeout(addr, method, path, headers, body, Duration::from_secs(20))
 }
+
+/// Writes `request` (a whole HTTP/1.1 request) on a new connection and reads only the
+/// status code: the socket stays open and is not read further, as a stalled stream reader's.
+pub fn open_unread(addr: SocketAddr, request: &str) -> (u16, TcpStream) {
+    let mut stream = TcpStream::connect(addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    stream.write_all(request.as_bytes()).unwrap();
+    let mut head = [0u8; 12];
+    stream.read_exact(&mut head).unwrap();
+    let status = String::from_utf8_lossy(&head[9..12]).parse().unwrap();
+    (status, stream)
+}
+
+/// Asks for a stream place with `open` until one is given (200), answered 429 meanwhile: a
+/// stalled reader's place is freed only when its write times out, and nothing announces that
+/// to a client that does not read. Bounded: fails after 30 s naming what it waited for.
+pub fn wait_for_a_free_stream_place(open: impl Fn() -> (u16, TcpStream)) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let (status, stream) = open();
+        drop(stream);
+        if status == 200 {
+            return;
+        }
+        assert_eq!(status, 429);
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the stalled reader still holds its place"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use a2a_task_plane::clock::ManualClock;
 use a2a_task_plane::events::Activity;
 use a2a_task_plane::plane::{Activation, PlaneOptions, TaskPlane};
-use a2a_task_plane::record::{MessageRecord, PartRecord, Role};
+use a2a_task_plane::record::{ArtifactRecord, MessageRecord, PartRecord, Role};
 
 /// A temporary directory removed on drop.
 pub struct TempRoot(PathBuf);
@@ -194,5 +194,18 @@ pub fn wait_until(what: &str, mut condition: impl FnMut() -> bool) {
             "{what} did not happen within {WAIT_LIMIT:?}"
         );
         std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// A 256-KiB artifact, the `n`th: far more than any buffer holds for a reader that reads
+/// nothing, in a few hundred of them.
+pub fn big_artifact(n: usize) -> ArtifactRecord {
+    ArtifactRecord {
+        artifact_id: format!("chunk-{n}"),
+        name: Some(format!("chunk {n}")),
+        description: None,
+        parts: vec![PartRecord::text("x".repeat(256 * 1024))],
+        metadata: None,
+        extensions: vec![],
     }
 }
