@@ -18,6 +18,7 @@ import {
   JsonRpcTransportFactory,
 } from "@a2a-js/sdk/client";
 import { A2AListener, type EmbedderAgent, TaskPlane } from "../index.js";
+import { type ScriptedAgent, startScriptedAgent } from "./helpers/scripted-agent.ts";
 
 const TOKEN = "sdk-rpc-token-0123456789";
 const OTHER = "other-rpc-token-0123456789";
@@ -26,9 +27,7 @@ let plane: TaskPlane;
 let agent: EmbedderAgent;
 let listener: A2AListener;
 let client: Client;
-let agentRunning = true;
-let agentLoop: Promise<void>;
-const agentErrors: string[] = [];
+let scripted: ScriptedAgent;
 
 /** A client that speaks JSON-RPC only: it finds the JSONRPC interface in the card. */
 async function clientFor(token: string, url = listener.url): Promise<Client> {
@@ -73,29 +72,6 @@ const reasonIs = (reason: string) => (err: Named) => {
   return true;
 };
 
-/** The scripted agent: `ask` asks a question, `work` stays WORKING, anything else completes. */
-async function runAgent(): Promise<void> {
-  while (agentRunning) {
-    const accepted = await agent.nextAccepted(100);
-    if (!accepted) continue;
-    const task = (await agent.readTask(accepted.taskId)) as { history: { parts: { text?: string }[] }[] } | null;
-    const text = task?.history.at(-1)?.parts[0]?.text ?? "";
-    const id = accepted.taskId;
-    try {
-      await agent.startWork(id);
-      if (text.startsWith("ask")) {
-        await agent.requireInput(id, "input_required", { parts: [{ text: "which one?" }] });
-      } else if (!text.startsWith("work")) {
-        await agent.recordArtifact(id, { name: "progress", parts: [{ text: "half way" }] });
-        await agent.complete(id, [{ name: "answer", parts: [{ text: `echo: ${text}` }] }], { parts: [{ text: "done" }] });
-      }
-    } catch (err) {
-      const now = (await agent.readTask(id)) as { status?: { state?: string } } | null;
-      if (now?.status?.state !== "TASK_STATE_CANCELED") agentErrors.push(`task ${id} (script "${text}"): ${String(err)}`);
-    }
-  }
-}
-
 const credentials = join(dir, "credentials.json");
 
 before(async () => {
@@ -103,13 +79,12 @@ before(async () => {
   plane = await TaskPlane.open(join(dir, "store"));
   agent = plane.embedderAgent();
   listener = A2AListener.start(plane, { port: 0, credentialsPath: credentials, blockingTimeoutMs: 5000 });
-  agentLoop = runAgent();
+  scripted = startScriptedAgent(agent);
   client = await clientFor(TOKEN);
 });
 
 after(async () => {
-  agentRunning = false;
-  await agentLoop;
+  await scripted.stop();
   listener.close();
   plane.close();
   rmSync(dir, { recursive: true, force: true });
@@ -279,5 +254,5 @@ test("over JSON-RPC: another caller's Task is not found, listed, cancelled, subs
 });
 
 test("the scripted agent met no error", () => {
-  assert.deepEqual(agentErrors, []);
+  assert.deepEqual(scripted.errors, []);
 });

@@ -14,6 +14,7 @@ import { fileURLToPath } from "node:url";
 import { after, before, test } from "node:test";
 import { promisify } from "node:util";
 import { A2AListener, type EmbedderAgent, type ExecutorRequest, TaskPlane } from "../index.js";
+import { type ScriptedAgent, startScriptedAgent } from "./helpers/scripted-agent.ts";
 
 const run = promisify(execFile);
 const repo = join(dirname(fileURLToPath(import.meta.url)), "..");
@@ -43,41 +44,12 @@ let plane: TaskPlane;
 let agent: EmbedderAgent;
 let listener: A2AListener;
 let python: string;
-let agentRunning = true;
-let agentLoop: Promise<void>;
-/** Errors the scripted agent met: the last test fails with them. */
-const agentErrors: string[] = [];
+let scripted: ScriptedAgent;
 
 /** Answers "direct …" with a Message; anything else becomes a Task. */
 async function directResponder({ message }: ExecutorRequest): Promise<Record<string, unknown> | null> {
   const text = (message.parts as { text?: string }[] | undefined)?.[0]?.text ?? "";
   return text.startsWith("direct") ? { role: "ROLE_AGENT", parts: [{ text: `direct answer ${randomUUID()}` }] } : null;
-}
-
-/** The scripted agent, until the file ends: "ask…" asks back, "work…" works until canceled,
- * anything else (a continuation's answer too) completes with an echo. An error it meets is
- * kept (the last test fails with it), except on a Task canceled under it. */
-async function runAgent(): Promise<void> {
-  while (agentRunning) {
-    const accepted = await agent.nextAccepted(100);
-    if (!accepted) continue;
-    const id = accepted.taskId;
-    const task = (await agent.readTask(id)) as { history: { parts: { text?: string }[] }[] } | null;
-    const text = task?.history.at(-1)?.parts[0]?.text ?? "";
-    try {
-      await agent.startWork(id);
-      if (text.startsWith("ask")) {
-        await agent.requireInput(id, "input_required", { parts: [{ text: "which one?" }] });
-      } else if (!text.startsWith("work")) {
-        await agent.recordArtifact(id, { name: "progress", parts: [{ text: "half way" }] });
-        await agent.complete(id, [{ name: "answer", parts: [{ text: `echo: ${text}` }] }], { parts: [{ text: "done" }] });
-      }
-    } catch (err) {
-      // A Task canceled under the agent refuses further work: that is what cancel is for.
-      const now = (await agent.readTask(id)) as { status?: { state?: string } } | null;
-      if (now?.status?.state !== "TASK_STATE_CANCELED") agentErrors.push(`task ${id} (script "${text}"): ${String(err)}`);
-    }
-  }
 }
 
 type Line = { binding: string; scenario?: string; scenarios?: string[]; ok?: boolean; detail?: string };
@@ -110,15 +82,14 @@ before(async () => {
   plane = await TaskPlane.open(join(dir, "store"));
   agent = plane.embedderAgent();
   listener = A2AListener.start(plane, { port: 0, credentialsPath: credentials, blockingTimeoutMs: 5000, executor: directResponder });
-  agentLoop = runAgent();
+  scripted = startScriptedAgent(agent);
   // Makes the venv on the first run (PyPI; about 40 s), reuses it afterwards.
   const made = await run("bash", [join(repo, "tools/python-client.sh")], { timeout: 600_000 });
   python = made.stdout.trim().split("\n").at(-1) ?? "";
 });
 
 after(async () => {
-  agentRunning = false;
-  await agentLoop;
+  await scripted.stop();
   listener.close();
   plane.close();
   rmSync(dir, { recursive: true, force: true });
@@ -152,5 +123,5 @@ test("the Python a2a-sdk plays every scenario over each binding the Agent Card l
 });
 
 test("the scripted agent met no error", () => {
-  assert.deepEqual(agentErrors, []);
+  assert.deepEqual(scripted.errors, []);
 });

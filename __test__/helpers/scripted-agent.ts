@@ -1,0 +1,45 @@
+// The scripted embedder agent the official-client tests drive (`plane.embedderAgent()`, not
+// Pi): "ask…" asks back, "work…" stays WORKING until canceled, anything else (a
+// continuation's answer too) records a progress artifact and completes with an echo.
+import type { EmbedderAgent } from "../../index.js";
+
+export interface ScriptedAgent {
+  /** Errors it met (a test fails with them), except on a Task canceled under it. */
+  errors: string[];
+  /** Stops taking acceptances and waits for the loop to end. */
+  stop(): Promise<void>;
+}
+
+export function startScriptedAgent(agent: EmbedderAgent): ScriptedAgent {
+  let running = true;
+  const errors: string[] = [];
+  const loop = (async () => {
+    while (running) {
+      const accepted = await agent.nextAccepted(100);
+      if (!accepted) continue;
+      const id = accepted.taskId;
+      const task = (await agent.readTask(id)) as { history: { parts: { text?: string }[] }[] } | null;
+      const text = task?.history.at(-1)?.parts[0]?.text ?? "";
+      try {
+        await agent.startWork(id);
+        if (text.startsWith("ask")) {
+          await agent.requireInput(id, "input_required", { parts: [{ text: "which one?" }] });
+        } else if (!text.startsWith("work")) {
+          await agent.recordArtifact(id, { name: "progress", parts: [{ text: "half way" }] });
+          await agent.complete(id, [{ name: "answer", parts: [{ text: `echo: ${text}` }] }], { parts: [{ text: "done" }] });
+        }
+      } catch (err) {
+        // A Task canceled under the agent refuses further work: that is what cancel is for.
+        const now = (await agent.readTask(id)) as { status?: { state?: string } } | null;
+        if (now?.status?.state !== "TASK_STATE_CANCELED") errors.push(`task ${id} (script "${text}"): ${String(err)}`);
+      }
+    }
+  })();
+  return {
+    errors,
+    stop: async () => {
+      running = false;
+      await loop;
+    },
+  };
+}
