@@ -15,10 +15,13 @@
 //!   durable half of the wake queue). Rules only: it reads typed rows from the store,
 //!   decides, and writes through the store.
 //! - [`events`]: per-Task broadcast of updates after commit, and acceptances for agent drivers.
+//! - [`handler`]: the A2A request handler under every binding: one function per A2A
+//!   operation with its rules (principal, version and extension negotiation, idempotency,
+//!   page sizes and signed page tokens, the blocking wait, the executor, the stream pool),
+//!   what a caller sees of a Task, and errors with their A2A reasons.
 //! - [`http`]: the A2A listener (hyper, own router): HTTP+JSON and JSON-RPC 2.0 on one port,
-//!   thin adapters over one function per A2A operation; auth, negotiation, errors, SSE, the
-//!   Agent Card, signed page tokens, and what a client may hold (connection and stream
-//!   pools, write deadlines; see `docs/reliability.md`).
+//!   thin adapters over [`handler`]; SSE, the Agent Card, and what a client may hold
+//!   (connections, write deadlines; see `docs/reliability.md`).
 //! - [`log`]: structured JSON log lines with stable event names.
 //! - [`wake`]: the wake queue's admission and the one active turn (turn authority).
 //! - [`tools`]: the four agent tools' rules and the workflow manifest.
@@ -45,8 +48,8 @@
 //!
 //! ```text
 //! 7  binding
-//! 6  tools
-//! 5  http  wake
+//! 6  tools  http
+//! 5  wake  handler
 //! 4  plane
 //! 3  store  events  wire  config
 //! 2  record  log
@@ -55,9 +58,9 @@
 //!
 //! binding ─► tools ─► wake ─► plane ─► store ─► record ─► ids ─► field_error
 //!    │         │               ▲ │ │               ▲ ▲
-//!    └─► http ─┼───────────────┘ │ └─► events ─────┘ │
-//!         │    └─► wire ─────────┼───────────────────┘
-//!         └──────► wire          └─► elicitation
+//!    └─► http ─► handler ──────┘ │ └─► events ─────┘ │
+//!         │    │   └─► wire ─────┼───────────────────┘
+//!         └────┴─────► wire      └─► elicitation
 //! ```
 //!
 //! (`config`, `log`, `clock`, `digest` and `field_error` are used across the layers; the
@@ -69,6 +72,7 @@ pub mod digest;
 pub mod elicitation;
 pub mod events;
 pub mod field_error;
+pub mod handler;
 pub mod http;
 pub mod ids;
 pub mod log;

@@ -339,7 +339,7 @@ fn a_full_disk_returns_an_error_records_nothing_and_the_store_recovers() {
         "a full disk is its own, retryable error: {err:?}"
     );
     assert_eq!(
-        a2a_task_plane::http::ApiError::from(err).status,
+        a2a_task_plane::handler::ApiError::from(err).status,
         hyper::StatusCode::SERVICE_UNAVAILABLE,
         "over HTTP a retryable 503"
     );

@@ -33,7 +33,7 @@ use napi::sys;
 use napi::{Env, JsError, Task};
 use serde_json::Value;
 
-use crate::http::ApiError;
+use crate::handler::ApiError;
 use crate::plane::PlaneError;
 
 /// The `code` of a JS error from the addon: an A2A reason (`TASK_NOT_FOUND`, ...).

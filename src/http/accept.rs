@@ -24,9 +24,9 @@ const WRITE_BUFFER_BYTES: usize = 64 * 1024;
 /// for the open ones to finish.
 pub(super) async fn serve(listener: tokio::net::TcpListener, shared: Arc<Shared>) {
     let connections = shared.connections.clone();
-    let mut shutdown = shared.shutdown.clone();
-    let idle = Duration::from_millis(shared.config.idle_timeout_ms);
-    let write_timeout = Duration::from_millis(shared.config.write_timeout_ms);
+    let mut shutdown = shared.handler.shutdown.clone();
+    let idle = Duration::from_millis(shared.handler.config.idle_timeout_ms);
+    let write_timeout = Duration::from_millis(shared.handler.config.write_timeout_ms);
     loop {
         let stream = tokio::select! {
             _ = shutdown.changed() => break,

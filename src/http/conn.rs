@@ -4,10 +4,11 @@
 //!   at once. When a new connection arrives at the limit, the connection that has been idle
 //!   the longest (between requests, or connected without sending one) is closed to make
 //!   room; only when every slot is busy does the newcomer wait for one.
-//! - **Streams do not take connection slots.** An SSE response moves its connection from the
-//!   connection pool to the stream pool (`max_streams` overall, `max_streams_per_principal`
-//!   per caller; beyond either, `429 RESOURCE_EXHAUSTED`). When the stream ends the
-//!   connection returns to the connection pool, or closes if that pool is full.
+//! - **Streams do not take connection slots.** An SSE response's connection leaves the
+//!   connection pool while it carries the stream (whose place in the stream pool,
+//!   `max_streams` overall and `max_streams_per_principal` per caller, is the handler's:
+//!   `handler::streams`). When the stream ends the connection returns to the connection
+//!   pool, or closes if that pool is full.
 //! - **A client that stops reading is dropped.** [`WriteDeadline`] fails a connection whose
 //!   writes make no progress for `write_timeout` (see `sse.rs` for what a slow stream holds).
 
@@ -23,8 +24,6 @@ use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 use tokio::time::Sleep;
-
-use super::error::ApiError;
 
 /// A socket whose writes fail with `TimedOut` once they make no progress for `timeout`
 /// (the peer stopped reading and every buffer is full). Reads are untouched: an idle
@@ -164,17 +163,9 @@ impl BurstLog {
     }
 }
 
-/// Limits of the connection and stream pools.
-#[derive(Debug, Clone, Copy)]
-pub struct Limits {
-    pub max_connections: usize,
-    pub max_streams: usize,
-    pub max_streams_per_principal: usize,
-}
-
-/// The listener's connections: slots, idle order, and open streams.
+/// The listener's connections: slots and idle order.
 pub struct Connections {
-    limits: Limits,
+    max_connections: usize,
     permits: Arc<Semaphore>,
     state: Mutex<State>,
     /// Signalled when a connection becomes idle (a candidate to close at the limit), while
@@ -194,8 +185,6 @@ pub struct Connections {
 struct State {
     next_id: u64,
     open: HashMap<u64, Arc<Slot>>,
-    streams: usize,
-    streams_by_principal: HashMap<String, usize>,
 }
 
 /// One accepted connection.
@@ -248,10 +237,10 @@ impl Slot {
 }
 
 impl Connections {
-    pub fn new(limits: Limits) -> Arc<Connections> {
+    pub fn new(max_connections: usize) -> Arc<Connections> {
         Arc::new(Connections {
-            permits: Arc::new(Semaphore::new(limits.max_connections)),
-            limits,
+            permits: Arc::new(Semaphore::new(max_connections)),
+            max_connections,
             state: Mutex::new(State::default()),
             became_idle: Notify::new(),
             admitting: AtomicBool::new(false),
@@ -332,7 +321,7 @@ impl Connections {
                 self.closed_for_room.note_then(
                     serde_json::json!({
                         "why": "A2A_MAX_CONNECTIONS reached: the longest-idle connections made room",
-                        "max_connections": self.limits.max_connections,
+                        "max_connections": self.max_connections,
                     }),
                     None,
                 );
@@ -394,43 +383,15 @@ impl Connections {
         }
     }
 
-    /// Moves `slot` from the connection pool to the stream pool for `principal`, or refuses
-    /// with `429 RESOURCE_EXHAUSTED` naming the limit that was reached.
-    pub fn start_stream(
-        self: &Arc<Self>,
-        slot: &Arc<Slot>,
-        principal: &str,
-    ) -> Result<StreamGuard, ApiError> {
-        let mut state = self.state();
-        if state.streams >= self.limits.max_streams {
-            return Err(ApiError::resource_exhausted(format!(
-                "this agent already serves {} streams (A2A_MAX_STREAMS); poll the Task with GET /tasks/{{id}} or subscribe again later",
-                self.limits.max_streams
-            )));
-        }
-        let mine = state
-            .streams_by_principal
-            .get(principal)
-            .copied()
-            .unwrap_or(0);
-        if mine >= self.limits.max_streams_per_principal {
-            return Err(ApiError::resource_exhausted(format!(
-                "you already have {mine} open streams (A2A_MAX_STREAMS_PER_PRINCIPAL); close one, or poll the Task with GET /tasks/{{id}}"
-            )));
-        }
-        state.streams += 1;
-        *state
-            .streams_by_principal
-            .entry(principal.to_string())
-            .or_insert(0) += 1;
-        drop(state);
+    /// Takes `slot` out of the connection pool while it carries a stream (whose place in
+    /// the stream pool the caller holds already).
+    pub fn carry_stream(self: &Arc<Self>, slot: &Arc<Slot>) -> Carrying {
         // The connection no longer counts against max_connections until its stream ends.
         slot.pool().permit = None;
-        Ok(StreamGuard {
+        Carrying {
             connections: self.clone(),
             slot: slot.clone(),
-            principal: principal.to_string(),
-        })
+        }
     }
 }
 
@@ -510,36 +471,24 @@ impl Drop for RequestGuard {
     }
 }
 
-/// An open stream; dropping it (once hyper has written the whole stream) frees its place in
-/// the stream pool and moves the connection back to the connection pool, or closes it
-/// when that pool is full.
-pub struct StreamGuard {
+/// A connection carrying a stream; dropping it (once hyper has written the whole stream)
+/// moves the connection back to the connection pool, or closes it when that pool is full.
+pub struct Carrying {
     connections: Arc<Connections>,
     slot: Arc<Slot>,
-    principal: String,
 }
 
-impl Drop for StreamGuard {
+impl Drop for Carrying {
     fn drop(&mut self) {
-        {
-            let mut pool = self.slot.pool();
-            if !pool.ended {
-                match self.connections.permits.clone().try_acquire_owned() {
-                    Ok(permit) => pool.permit = Some(permit),
-                    // Over the limit now: close once the stream's response is complete.
-                    Err(_) => {
-                        pool.closing = true;
-                        self.slot.close.notify_one();
-                    }
+        let mut pool = self.slot.pool();
+        if !pool.ended {
+            match self.connections.permits.clone().try_acquire_owned() {
+                Ok(permit) => pool.permit = Some(permit),
+                // Over the limit now: close once the stream's response is complete.
+                Err(_) => {
+                    pool.closing = true;
+                    self.slot.close.notify_one();
                 }
-            }
-        }
-        let mut state = self.connections.state();
-        state.streams = state.streams.saturating_sub(1);
-        if let Some(n) = state.streams_by_principal.get_mut(&self.principal) {
-            *n -= 1;
-            if *n == 0 {
-                state.streams_by_principal.remove(&self.principal);
             }
         }
     }

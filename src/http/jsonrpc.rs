@@ -4,8 +4,8 @@
 //! `SendStreamingMessage` and `SubscribeToTask` answer with SSE whose every `data:` line is
 //! a JSON-RPC response carrying one `StreamResponse`.
 //!
-//! Every rule is the one HTTP+JSON applies (the same operation functions in `send.rs` and
-//! `tasks.rs`); only the framing differs. The checks, in order: bearer principal (HTTP
+//! Every rule is the one HTTP+JSON applies (the same operations of `crate::handler`); only
+//! the framing differs. The checks, in order: bearer principal (HTTP
 //! 401, as on every route) → the body read (size, content type, time) → JSON (-32700) → the
 //! Request object (-32600) → `A2A-Version` (-32009) → the method (-32601) → its params
 //! (-32602) → the operation. An error of the method answers HTTP 200 with the JSON-RPC
@@ -21,7 +21,6 @@
 //! `returnImmediately`).
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use bytes::Bytes;
 use hyper::body::Incoming;
@@ -29,9 +28,10 @@ use hyper::{Request, Response, StatusCode};
 use serde::Serialize;
 use serde_json::{json, Map, Value};
 
-use super::send::{send_message, stream_message};
-use super::tasks::{cancel_task, get_task, list_tasks, subscribe_task, ListQuery};
-use super::{empty, json_response, negotiate, sse, ApiError, Body, Ctx};
+use super::{empty, json_response, negotiate, sse, task_stream, Body, Caller};
+use crate::handler::send::{send_message, stream_message};
+use crate::handler::tasks::{cancel_task, get_task, list_tasks, subscribe_task, ListQuery};
+use crate::handler::ApiError;
 use crate::wire::json::ListTasksResponseJson;
 use crate::wire::{
     self, CancelTaskRequest, GetTaskRequest, ListTasksRequest, SendMessageRequest,
@@ -235,18 +235,11 @@ fn list_query(request: ListTasksRequest) -> Result<ListQuery, ApiError> {
 }
 
 /// Serves one JSON-RPC POST from an authenticated caller.
-pub(super) async fn handle(ctx: Ctx, req: Request<Incoming>) -> Response<Body> {
-    let extensions = ctx.extensions.clone();
+pub(super) async fn handle(caller: Caller, req: Request<Incoming>) -> Response<Body> {
+    let extensions = caller.ctx.extensions.clone();
     // Read before the body consumes the request; answered once the id is known.
     let version = negotiate::check_version(&req);
-    let config = &ctx.shared.config;
-    let body = match negotiate::read_json_body(
-        req,
-        config.max_body_bytes,
-        Duration::from_millis(config.idle_timeout_ms),
-    )
-    .await
-    {
+    let body = match caller.read_body(req).await {
         Ok(body) => body,
         Err(err) => {
             let code = match err.reason {
@@ -277,7 +270,7 @@ pub(super) async fn handle(ctx: Ctx, req: Request<Incoming>) -> Response<Body> {
     }
     let notification = call.id.is_none();
     let id_text: Arc<str> = shown_id.to_string().into();
-    match dispatch(ctx, call.method, call.params, id_text, notification).await {
+    match dispatch(caller, call.method, call.params, id_text, notification).await {
         Ok(_) if notification => no_content(&extensions),
         Ok(response) => response,
         Err(_) if notification => no_content(&extensions),
@@ -310,18 +303,19 @@ impl From<ApiError> for Refusal {
 
 /// Runs `method` for the caller; `id` is the request's id as JSON text.
 async fn dispatch(
-    ctx: Ctx,
+    caller: Caller,
     method: String,
     raw: Value,
     id: Arc<str>,
     notification: bool,
 ) -> Result<Response<Body>, Refusal> {
+    let ctx = &caller.ctx;
     let extensions = ctx.extensions.clone();
     match method.as_str() {
         "SendMessage" => {
             let request: SendMessageRequest = wire::json::decode_value("SendMessageRequest", raw)
                 .map_err(ApiError::from)?;
-            let response = send_message(&ctx, request).await?;
+            let response = send_message(ctx, request).await?;
             Ok(result_response(&id, &response, &extensions))
         }
         "SendStreamingMessage" => {
@@ -329,25 +323,26 @@ async fn dispatch(
                 wire::json::decode_value("SendMessageRequest", raw).map_err(ApiError::from)?;
             if notification {
                 request.configuration.get_or_insert_with(Default::default).return_immediately = true;
-                let response = send_message(&ctx, request).await?;
+                let response = send_message(ctx, request).await?;
                 return Ok(result_response(&id, &response, &extensions));
             }
-            Ok(stream_message(ctx, request, sse::Framing::JsonRpc(id)).await?)
+            let stream = stream_message(ctx, request).await?;
+            Ok(task_stream::respond(&caller, stream, sse::Framing::JsonRpc(id)))
         }
         "GetTask" => {
             let request: GetTaskRequest = params("GetTaskRequest", raw)?;
             let history = history_length(request.history_length)?;
-            let task = get_task(&ctx, &task_id(request.id)?, history).await?;
+            let task = get_task(ctx, &task_id(request.id)?, history).await?;
             Ok(result_response(&id, &task, &extensions))
         }
         "ListTasks" => {
             let request: ListTasksRequest = params("ListTasksRequest", raw)?;
-            let response = list_tasks(&ctx, list_query(request)?)?;
+            let response = list_tasks(ctx, list_query(request)?)?;
             Ok(result_response(&id, &ListTasksResponseJson(&response), &extensions))
         }
         "CancelTask" => {
             let request: CancelTaskRequest = params("CancelTaskRequest", raw)?;
-            let task = cancel_task(&ctx, &task_id(request.id)?).await?;
+            let task = cancel_task(ctx, &task_id(request.id)?).await?;
             Ok(result_response(&id, &task, &extensions))
         }
         "SubscribeToTask" => {
@@ -356,7 +351,8 @@ async fn dispatch(
             if notification {
                 return Ok(no_content(&extensions));
             }
-            Ok(subscribe_task(ctx, task, sse::Framing::JsonRpc(id)).await?)
+            let stream = subscribe_task(ctx, &task).await?;
+            Ok(task_stream::respond(&caller, stream, sse::Framing::JsonRpc(id)))
         }
         "CreateTaskPushNotificationConfig"
         | "GetTaskPushNotificationConfig"

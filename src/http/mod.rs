@@ -1,52 +1,41 @@
 //! The A2A listener: hyper 1 on a tokio runtime owned by the listener (never a global),
 //! with our own small router (`/tasks/{id}:cancel`-style paths), serving two bindings on one
-//! port: HTTP+JSON, and JSON-RPC 2.0 at the interface URL itself (`jsonrpc.rs`).
-//!
-//! Each A2A operation is one function that both bindings call with the typed request
-//! (`send_message`, `stream_message` in `send.rs`; `get_task`, `list_tasks`, `cancel_task`,
-//! `subscribe_task` in `tasks.rs`): its rules live there once. A binding only reads its
-//! request into that type and writes the result, or the error, in its own form; a stream's
-//! framing is an `sse::Framing`.
+//! port: HTTP+JSON (`rest.rs`), and JSON-RPC 2.0 at the interface URL itself
+//! (`jsonrpc.rs`). Both are thin adapters over the request handler (`crate::handler`),
+//! where every rule of each A2A operation lives: a binding reads its request into the
+//! operation's typed request, and writes the result, or the error, in its own form; a
+//! stream's framing is an `sse::Framing`.
 //!
 //! The checks every request passes, in order, are in `router.rs` (JSON-RPC's own, after
-//! auth, in `jsonrpc.rs`). Every HTTP+JSON error body is the wrapped `google.rpc.Status`
-//! (`error.rs`); JSON-RPC carries the same details in its error's `data`.
+//! auth, in `jsonrpc.rs`). Every HTTP+JSON error body is the wrapped `google.rpc.Status`;
+//! JSON-RPC carries the same details in its error's `data`.
 //!
 //! Lifecycle: [`Listener::start`] binds and serves; [`Listener::close`] stops accepting,
 //! ends open streams, lets in-flight sends return their snapshot, waits for connections to
 //! finish (bounded) and shuts the runtime down.
 //!
 //! What a client may hold is bounded (`conn.rs`): connections in number, with the
-//! longest-idle one closed first when a newcomer arrives at the limit; streams in their own
-//! pool, overall and per principal; a client that sends no request head in time, idles on
-//! keep-alive, or stops reading a response for the write timeout is dropped.
+//! longest-idle one closed first when a newcomer arrives at the limit; streams in the
+//! handler's stream pool, overall and per principal (a connection carrying a stream
+//! leaves the connection pool meanwhile); a client that sends no request head in time,
+//! idles on keep-alive, or stops reading a response for the write timeout is dropped.
 //!
 //! Files: `accept.rs` (the accept loop: connections in, each request tracked until its
 //! response is written), `router.rs` (the routes and the checks every request passes in
-//! the order above); the routes are `card.rs` (the Agent Card), `send.rs` (`message:send`,
-//! `message:stream`), `tasks.rs` (get, list, cancel, subscribe) and `jsonrpc.rs` (every
-//! method, over the operations of `send.rs` and `tasks.rs`); what they share is
-//! `project.rs` (what a caller sees of a Task and its updates), `task_stream.rs` (waiting
-//! for a Task to settle, and its SSE stream), `sse.rs` (framing and backpressure),
-//! `blocking.rs` (plane calls off the async workers), `auth.rs`, `negotiate.rs`,
-//! `error.rs`, `page_token.rs` and `conn.rs`.
+//! the order above); the routes are `card.rs` (the Agent Card), `rest.rs` (HTTP+JSON)
+//! and `jsonrpc.rs` (every method); what they share is `task_stream.rs` (a handler stream
+//! as SSE), `sse.rs` (framing and backpressure), `negotiate.rs` (headers and bodies) and
+//! `conn.rs`.
 
 mod accept;
-mod auth;
-mod blocking;
 mod card;
 mod conn;
-mod error;
 mod jsonrpc;
 mod negotiate;
-mod page_token;
-mod project;
+mod rest;
 mod router;
-mod send;
 mod sse;
 mod task_stream;
-mod tasks;
-mod timer;
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -61,10 +50,9 @@ use hyper::{Response, StatusCode};
 use serde_json::json;
 use tokio::sync::watch;
 
-pub use auth::Credentials;
-pub use error::ApiError;
-
 use crate::config::ListenerConfig;
+use crate::handler::streams::{StreamLimits, StreamPool};
+use crate::handler::{page_token, timer, ApiError, Credentials, Ctx, ExecutorSlot, Handler};
 use crate::plane::{Executor, TaskPlane};
 
 /// The listener's async workers: two, or one when this process may run on one CPU only
@@ -79,27 +67,14 @@ fn listener_workers() -> usize {
 /// The body type of every response.
 pub type Body = BoxBody<Bytes, Infallible>;
 
-/// Everything a request handler needs.
+/// Everything a request of this listener needs.
 pub(crate) struct Shared {
-    pub plane: TaskPlane,
-    pub config: ListenerConfig,
-    pub credentials: Credentials,
-    /// Replaceable while serving ([`Listener::set_executor`]).
-    pub executor: ExecutorSlot,
+    pub handler: Arc<Handler>,
     pub card: card::CardDocument,
-    /// The interface URL (the card's `supportedInterfaces[0].url`), without a trailing `/`.
-    pub interface_url: String,
     /// The path prefix of the interface URL (`/a2a` for `https://h/a2a`), or empty.
     pub base_path: String,
-    pub shutdown: watch::Receiver<bool>,
     pub connections: Arc<conn::Connections>,
-    pub page_tokens: page_token::PageTokens,
-    /// The timers of held first frames ([`task_stream::hold_first_frame`]).
-    pub holds: timer::Waves,
 }
-
-/// The listener's executor, replaceable while it serves.
-pub(crate) type ExecutorSlot = Arc<std::sync::RwLock<Arc<dyn Executor>>>;
 
 /// A running listener.
 pub struct Listener {
@@ -156,24 +131,29 @@ impl Listener {
         let (shutdown_tx, shutdown_rx) = watch::channel(false);
         let started_ms = crate::clock::Clock::now_ms(&crate::clock::SystemClock);
         let warnings = credentials.warnings.clone();
-        let connections = conn::Connections::new(conn::Limits {
-            max_connections: config.max_connections,
+        let connections = conn::Connections::new(config.max_connections);
+        let streams = StreamPool::new(StreamLimits {
             max_streams: config.max_streams,
             max_streams_per_principal: config.max_streams_per_principal,
         });
         let executor: ExecutorSlot = Arc::new(std::sync::RwLock::new(executor));
-        let shared = Arc::new(Shared {
-            connections,
+        let card = card::build(&config, &interface_url, started_ms);
+        let handler = Arc::new(Handler {
             page_tokens,
-            card: card::build(&config, &interface_url, started_ms),
             plane,
             config,
             credentials,
             executor: executor.clone(),
             interface_url: interface_url.clone(),
-            base_path,
+            streams,
             shutdown: shutdown_rx,
             holds: timer::Waves::default(),
+        });
+        let shared = Arc::new(Shared {
+            handler,
+            card,
+            base_path,
+            connections,
         });
         let listener = {
             let _guard = runtime.enter();
@@ -250,22 +230,28 @@ fn base_path_of(url: &str) -> String {
     }
 }
 
-/// A request that passed the common checks.
-pub(crate) struct Ctx {
-    pub shared: Arc<Shared>,
-    pub principal: String,
-    /// Supported extension URIs the client activated for this request.
-    pub extensions: Vec<String>,
-    /// The connection the request came on.
+/// An HTTP request that passed the common checks: the handler's caller, and the
+/// connection it came on (a stream's connection leaves the connection pool).
+pub(crate) struct Caller {
+    pub ctx: Ctx,
+    pub connections: Arc<conn::Connections>,
     pub slot: Arc<conn::Slot>,
 }
 
-impl Ctx {
-    /// A place in the stream pool for this caller (429 when the pool is full).
-    pub fn start_stream(&self) -> Result<conn::StreamGuard, ApiError> {
-        self.shared
-            .connections
-            .start_stream(&self.slot, &self.principal)
+impl Caller {
+    /// Reads the request's JSON body within the listener's limits (size, content type,
+    /// time).
+    pub async fn read_body(
+        &self,
+        req: hyper::Request<hyper::body::Incoming>,
+    ) -> Result<Bytes, ApiError> {
+        let config = &self.ctx.handler.config;
+        negotiate::read_json_body(
+            req,
+            config.max_body_bytes,
+            Duration::from_millis(config.idle_timeout_ms),
+        )
+        .await
     }
 }
 
@@ -294,15 +280,6 @@ pub(crate) fn json_response(
 
 pub(crate) fn error_response(err: &ApiError, extensions: &[String]) -> Response<Body> {
     json_response(err.status, err.body(), extensions)
-}
-
-/// A runtime on the test's own thread, for the listener's unit tests.
-#[cfg(test)]
-fn test_runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("a current-thread runtime for a test")
 }
 
 #[cfg(test)]

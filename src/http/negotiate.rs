@@ -1,5 +1,6 @@
-//! Per-request negotiation: protocol version, activated extensions, content type, and the
-//! body read with its size limit.
+//! What HTTP requests negotiate, read from their headers (the rules are the handler's,
+//! `handler::negotiate`): protocol version, activated extensions (echoed in the response),
+//! content type, and the body read with its size limit.
 
 use std::time::Duration;
 
@@ -9,66 +10,39 @@ use hyper::body::Incoming;
 use hyper::header::{HeaderMap, HeaderValue, CONTENT_LENGTH, CONTENT_TYPE};
 use hyper::{Request, StatusCode};
 
-use super::error::ApiError;
-use crate::wire::extensions::{ELICITATION_V1, OUTFITTER_TASK_V1};
-use crate::wire::PROTOCOL_VERSION;
+use crate::handler::negotiate::{self, EXTENSIONS_HEADER, VERSION_HEADER};
+use crate::handler::ApiError;
 
-/// The header naming the protocol version a request speaks.
-pub const VERSION_HEADER: &str = "a2a-version";
-/// The header listing extension URIs (request: asked for; response: activated).
-pub const EXTENSIONS_HEADER: &str = "a2a-extensions";
-
-/// The extensions this server supports.
-pub const SUPPORTED_EXTENSIONS: [&str; 2] = [OUTFITTER_TASK_V1, ELICITATION_V1];
-
-/// `A2A-Version` (header, else the `A2A-Version` query parameter): absent means 1.0; any
-/// other `Major.Minor` than 1.0 is `VERSION_NOT_SUPPORTED`. A patch component is ignored.
-pub fn check_version<B>(req: &Request<B>) -> Result<(), ApiError> {
+/// The version a request asks for: its `A2A-Version` header, else its `A2A-Version`
+/// query parameter (checked by `handler::negotiate::check_version`).
+pub fn requested_version<B>(req: &Request<B>) -> Option<String> {
     let from_header = req
         .headers()
         .get(VERSION_HEADER)
         .map(|v| v.to_str().unwrap_or("<not text>").trim().to_string());
-    let from_query = || {
+    from_header.or_else(|| {
         req.uri().query().and_then(|q| {
             q.split('&')
                 .filter_map(|pair| pair.split_once('='))
                 .find(|(k, _)| k.eq_ignore_ascii_case("A2A-Version"))
                 .map(|(_, v)| v.to_string())
         })
-    };
-    let Some(requested) = from_header.or_else(from_query).filter(|v| !v.is_empty()) else {
-        return Ok(());
-    };
-    let mut parts = requested.split('.');
-    let major_minor = match (parts.next(), parts.next(), parts.next(), parts.next()) {
-        (Some(major), Some(minor), _, None) => format!("{major}.{minor}"),
-        _ => String::new(),
-    };
-    if major_minor == PROTOCOL_VERSION {
-        return Ok(());
-    }
-    Err(ApiError::new(
-        StatusCode::BAD_REQUEST,
-        "VERSION_NOT_SUPPORTED",
-        format!("A2A version {requested} is not supported; this agent speaks {PROTOCOL_VERSION} (send `A2A-Version: {PROTOCOL_VERSION}`)"),
-    )
-    .with_metadata("requestedVersion", requested)
-    .with_metadata("supportedVersions", PROTOCOL_VERSION))
+    })
 }
 
-/// The supported extension URIs the request activates (`A2A-Extensions`, comma-separated,
-/// repeated header lines merged); unsupported URIs are ignored.
+/// `A2A-Version` of an HTTP request, checked.
+pub fn check_version<B>(req: &Request<B>) -> Result<(), ApiError> {
+    negotiate::check_version(requested_version(req).as_deref())
+}
+
+/// The supported extensions an HTTP request activates (its `A2A-Extensions` lines).
 pub fn activated_extensions(headers: &HeaderMap) -> Vec<String> {
-    let mut activated: Vec<String> = Vec::new();
-    for value in headers.get_all(EXTENSIONS_HEADER) {
-        let Ok(text) = value.to_str() else { continue };
-        for uri in text.split(',').map(str::trim) {
-            if SUPPORTED_EXTENSIONS.contains(&uri) && !activated.iter().any(|a| a == uri) {
-                activated.push(uri.to_string());
-            }
-        }
-    }
-    activated
+    negotiate::activated_extensions(
+        headers
+            .get_all(EXTENSIONS_HEADER)
+            .iter()
+            .filter_map(|v| v.to_str().ok()),
+    )
 }
 
 /// Echoes the activated extensions in the response.

@@ -10,9 +10,8 @@ use hyper::body::Incoming;
 use hyper::header::{HeaderValue, ALLOW, WWW_AUTHENTICATE};
 use hyper::{Method, Request, Response, StatusCode};
 
-use super::{
-    card, conn, error_response, jsonrpc, negotiate, send, tasks, ApiError, Body, Ctx, Shared,
-};
+use super::{card, conn, error_response, jsonrpc, negotiate, rest, Body, Caller, Shared};
+use crate::handler::{ApiError, Ctx};
 
 /// Longest request target we answer (414 with the documented body beyond).
 const MAX_URI_BYTES: usize = 8 * 1024;
@@ -148,7 +147,9 @@ pub(super) async fn handle(
     };
     let route = match route(local) {
         Some(route) => route,
-        None if shared.config.jsonrpc && (local.is_empty() || local == "/") => Route::JsonRpc,
+        None if shared.handler.config.jsonrpc && (local.is_empty() || local == "/") => {
+            Route::JsonRpc
+        }
         None => return not_found(&path),
     };
     if !route.allows(req.method()) {
@@ -166,36 +167,21 @@ pub(super) async fn handle(
             return respond(Err(err));
         }
     }
-    // Exactly one Authorization header: with two, which credential acts is ambiguous.
-    let mut authorizations = req.headers().get_all(hyper::header::AUTHORIZATION).iter();
-    let authorization = authorizations.next().and_then(|v| v.to_str().ok());
-    let ambiguous = authorizations.next().is_some();
-    let principal = if ambiguous {
-        None
-    } else {
-        shared
-            .credentials
-            .principal(authorization)
-            .map(str::to_string)
-    };
-    let Some(principal) = principal else {
-        let mut response = error_response(
-            &ApiError::new(
-                StatusCode::UNAUTHORIZED,
-                "UNAUTHENTICATED",
-                if ambiguous {
-                    "the request has more than one Authorization header: send exactly one `Authorization: Bearer <token>`"
-                } else {
-                    "a valid bearer token is required: send `Authorization: Bearer <token>`"
-                },
-            ),
-            &extensions,
-        );
-        response.headers_mut().insert(
-            WWW_AUTHENTICATE,
-            HeaderValue::from_static("Bearer realm=\"a2a\""),
-        );
-        return response;
+    let authorizations = req
+        .headers()
+        .get_all(hyper::header::AUTHORIZATION)
+        .iter()
+        .map(|v| v.to_str().unwrap_or(""));
+    let principal = match shared.handler.authenticate(authorizations) {
+        Ok(principal) => principal,
+        Err(err) => {
+            let mut response = error_response(&err, &extensions);
+            response.headers_mut().insert(
+                WWW_AUTHENTICATE,
+                HeaderValue::from_static("Bearer realm=\"a2a\""),
+            );
+            return response;
+        }
     };
     if route == Route::PushConfigs {
         return respond(Err(ApiError::push_notifications_unsupported(
@@ -203,20 +189,23 @@ pub(super) async fn handle(
             "push notifications are not supported by this agent (its card declares pushNotifications: false); poll the Task or subscribe",
         )));
     }
-    let ctx = Ctx {
-        shared,
-        principal,
-        extensions: extensions.clone(),
+    let caller = Caller {
+        ctx: Ctx {
+            handler: shared.handler.clone(),
+            principal,
+            extensions: extensions.clone(),
+        },
+        connections: shared.connections.clone(),
         slot,
     };
     let result = match route {
-        Route::Send => send::send(ctx, req).await,
-        Route::Stream => send::stream(ctx, req).await,
-        Route::ListTasks => tasks::list(ctx, req).await,
-        Route::GetTask(id) => tasks::get(ctx, req, id).await,
-        Route::CancelTask(id) => tasks::cancel(ctx, req, id).await,
-        Route::Subscribe(id) => tasks::subscribe(ctx, req, id).await,
-        Route::JsonRpc => Ok(jsonrpc::handle(ctx, req).await),
+        Route::Send => rest::send(caller, req).await,
+        Route::Stream => rest::stream(caller, req).await,
+        Route::ListTasks => rest::list(caller, req).await,
+        Route::GetTask(id) => rest::get(caller, req, id).await,
+        Route::CancelTask(id) => rest::cancel(caller, req, id).await,
+        Route::Subscribe(id) => rest::subscribe(caller, req, id).await,
+        Route::JsonRpc => Ok(jsonrpc::handle(caller, req).await),
         Route::Card | Route::PushConfigs => unreachable!("handled above"),
     };
     respond(result)

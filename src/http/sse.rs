@@ -27,8 +27,9 @@ use hyper::body::Frame;
 use hyper::header::{HeaderName, HeaderValue, CACHE_CONTROL, CONTENT_TYPE};
 use hyper::{Response, StatusCode};
 
-use super::conn::StreamGuard;
+use super::conn::Carrying;
 use super::{negotiate, Body};
+use crate::handler::streams::StreamPlace;
 use crate::wire::{self, StreamResponse};
 
 /// What a stream sends after its first frame: each call of [`Frames::next`] resolves to
@@ -42,19 +43,6 @@ pub trait Frames: Send + Sync + 'static {
     fn ended(&self) -> bool;
 }
 
-/// A stream that ends after its first frame.
-pub struct Once;
-
-impl Frames for Once {
-    async fn next(&mut self) -> Option<Bytes> {
-        None
-    }
-
-    fn ended(&self) -> bool {
-        true
-    }
-}
-
 /// The next frame of a stream, with the source that produces the ones after it.
 type Pending<F> = Pin<Box<dyn Future<Output = Option<(Bytes, F)>> + Send + Sync>>;
 
@@ -62,8 +50,9 @@ type Pending<F> = Pin<Box<dyn Future<Output = Option<(Bytes, F)>> + Send + Sync>
 struct EventBody<F: Frames> {
     first: Option<Bytes>,
     next: Option<Pending<F>>,
-    /// Holds the stream's place in the stream pool until hyper drops the body.
-    _slot: StreamGuard,
+    /// Holds the stream's place in the stream pool, and its connection out of the
+    /// connection pool, until hyper drops the body.
+    _hold: Hold,
 }
 
 fn pending<F: Frames>(mut frames: F) -> Pending<F> {
@@ -150,13 +139,6 @@ impl Framing {
     pub fn frame_into(&self, frames: &mut Vec<u8>, event: &StreamResponse) {
         self.frame_with(frames, |json| wire::json::encode_into(json, event));
     }
-
-    /// One event as an SSE frame: a `data:` line and a blank line.
-    pub fn frame(&self, event: &StreamResponse) -> Bytes {
-        let mut frames = Vec::with_capacity(256);
-        self.frame_into(&mut frames, event);
-        Bytes::from(frames)
-    }
 }
 
 /// Appends `event` to `frames` as an HTTP+JSON SSE frame.
@@ -183,12 +165,27 @@ pub fn keep_alive() -> Bytes {
 /// and checked again on every insert).
 const X_ACCEL_BUFFERING: HeaderName = HeaderName::from_static("x-accel-buffering");
 
+/// What a stream holds while hyper has its body: its place in the stream pool, and its
+/// connection out of the connection pool.
+pub struct Hold {
+    _place: StreamPlace,
+    _carrying: Carrying,
+}
+
+impl Hold {
+    pub fn new(place: StreamPlace, carrying: Carrying) -> Self {
+        Hold {
+            _place: place,
+            _carrying: carrying,
+        }
+    }
+}
+
 /// A `200 text/event-stream` response that sends `first`, then each frame `then`
-/// produces until it ends. `slot` is the stream's place in the stream pool, held until
-/// hyper drops the body.
+/// produces until it ends, holding `hold` until hyper drops the body.
 pub fn response<F: Frames>(
     extensions: &[String],
-    slot: StreamGuard,
+    hold: Hold,
     first: Bytes,
     then: F,
 ) -> Response<Body> {
@@ -197,7 +194,7 @@ pub fn response<F: Frames>(
         // A stream that its first piece ends (a Task settled at once) is one body of known
         // length: no frames to wait for, no chunked framing.
         next: (!then.ended()).then(|| pending(then)),
-        _slot: slot,
+        _hold: hold,
     };
     let mut response = Response::new(body.boxed());
     *response.status_mut() = StatusCode::OK;

@@ -1,167 +1,54 @@
-//! A Task's live updates for a caller: waiting for a Task to settle (a blocking
-//! `message:send`), and the SSE stream of `message:stream` and `tasks/{id}:subscribe` —
-//! the snapshot first, then each update from the Task's broadcast (`events.rs`) as it is
-//! committed, until the Task settles, the client leaves, or the listener shuts down.
-//!
-//! Framing and what a slow stream holds are `sse.rs`'s; what a frame carries is
-//! `project.rs`'s.
+//! A stream of the handler's (`handler::streams::EventStream`) as an SSE response: its
+//! first event, with the updates already there, as the first piece of the body; then each
+//! update (with any that came with it) as one piece, and a keep-alive comment after
+//! [`KEEP_ALIVE`] without one. The framing is the binding's (`sse::Framing`); what a
+//! frame carries is `handler::project`'s.
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-
 use hyper::Response;
 
-use super::conn::StreamGuard;
-use super::error::ApiError;
-use super::project::{event_frame_into, project_task, read_task, task_state};
-use super::{sse, Body, Ctx};
-use crate::events::{TaskEvent, TaskSubscription};
-use crate::record::{TaskRecord, TaskState};
-use crate::wire::Task;
-use crate::wire::{stream_response, StreamResponse};
+use super::{sse, Body, Caller};
+use crate::events::TaskEvent;
+use crate::handler::project::event_json_into;
+use crate::handler::streams::{EventStream, Updates};
 
 /// SSE keep-alive interval.
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
-/// Waits until the Task is terminal or interrupted, `timeout` passes, or the listener
-/// shuts down — whichever comes first. Returns the Task as the settling update left it
-/// when that update carried it (`TaskEvent::Status::settled`); otherwise the caller reads
-/// the snapshot it answers with. `since_acceptance` is a subscription taken at the
-/// commit that made the Task wait for the agent (`TaskPlane::intake_watching`): it has
-/// seen every update since, so the Task's state need not be read first.
-pub async fn wait_settled(
-    ctx: &Ctx,
-    task_id: &str,
-    since_acceptance: Option<TaskSubscription>,
-    timeout: Duration,
-) -> Result<Option<Arc<TaskRecord>>, ApiError> {
-    let mut updates = match since_acceptance {
-        Some(updates) => updates,
-        None => {
-            let updates = ctx.shared.plane.events().subscribe_until_settled(task_id);
-            if task_state(ctx, task_id)?.is_settled() {
-                return Ok(None);
-            }
-            updates
-        }
-    };
-    // One timer for the whole wait (a new one per update would register with tokio's
-    // driver again each time).
-    let deadline = tokio::time::sleep(timeout);
-    tokio::pin!(deadline);
-    let mut shutdown = ctx.shared.shutdown.clone();
-    loop {
-        tokio::select! {
-            update = updates.recv() => match update {
-                Ok(event) => if let TaskEvent::Status { state, settled, .. } = &*event {
-                    if state.is_settled() {
-                        return Ok(settled.clone());
-                    }
-                },
-                Err(_) => return Ok(None), // fell behind: the snapshot read next tells the truth
-            },
-            _ = &mut deadline => return Ok(None),
-            _ = shutdown.changed() => return Ok(None),
-        }
-    }
-}
-
-/// Holds a new Task's first `message:stream` frame until the Task's first update is there
-/// (`updates`, taken at the commit that accepted it), or until the listener shuts down;
-/// without an update, for at most `stream_coalesce_ms` (`A2A_STREAM_COALESCE_MS`) and at
-/// least half of it (holds that start close together share one timer,
-/// [`super::timer::Waves`]). The snapshot then goes out
-/// in the same write as the updates already there: an agent that answers at once costs the
-/// stream one write, and one wake-up of its client, instead of two. Written as they came,
-/// the snapshot and the updates were two writes and the stream cost ~40% more of the
-/// listener's time than a blocking send (one-core `message:stream`: 2.3 socket writes per
-/// request, where a blocking send makes 1). The frames and their order are unchanged; only
-/// the snapshot can be later, by the window at most.
-pub async fn hold_first_frame(ctx: &Ctx, updates: &mut TaskSubscription) {
-    let window = ctx.shared.config.stream_coalesce_ms;
-    if window == 0 {
-        return;
-    }
-    if updates.is_ready() {
-        return; // nothing to wait for: no timer
-    }
-    let mut shutdown = ctx.shared.shutdown.clone();
-    let window_ends = ctx.shared.holds.wait(Duration::from_millis(window));
-    tokio::select! {
-        _ = updates.ready() => {}
-        _ = window_ends => {}
-        _ = shutdown.changed() => {}
-    }
-}
-
-/// Streams a Task: its snapshot first, then live updates, until an update settles it
-/// (terminal or interrupted), the client leaves, or the listener shuts down. With
-/// `close_if_settled`, a snapshot that is settled already ends the stream at once.
-pub async fn stream_updates(
-    ctx: Ctx,
-    slot: StreamGuard,
-    framing: sse::Framing,
-    task_id: String,
-    history_length: Option<u32>,
-    close_if_settled: bool,
-) -> Result<Response<Body>, ApiError> {
-    // Subscribe before reading the snapshot, so no update falls between the two.
-    let updates = ctx.shared.plane.events().subscribe(&task_id);
-    let record = read_task(&ctx, &task_id, history_length).await?;
-    let first = project_task(&ctx, &record);
-    Ok(stream_from(
-        ctx,
-        slot,
-        framing,
+/// The SSE response for `stream`, framed by `framing`. Its connection leaves the
+/// connection pool until the stream ends.
+pub fn respond(caller: &Caller, stream: EventStream, framing: sse::Framing) -> Response<Body> {
+    let EventStream {
+        place,
         first,
-        record.state,
         updates,
-        close_if_settled,
-    ))
-}
-
-/// Streams `first`, a snapshot of the Task in `state`, then each update `updates` brings
-/// (a subscription taken before the snapshot was), as [`stream_updates`] describes.
-pub fn stream_from(
-    ctx: Ctx,
-    slot: StreamGuard,
-    framing: sse::Framing,
-    first: Task,
-    state: TaskState,
-    updates: TaskSubscription,
-    close_if_settled: bool,
-) -> Response<Body> {
-    // A terminal snapshot always ends the stream (nothing more can happen), even when the
-    // Task settled between the caller's checks and this read.
-    let ends_now = state.is_terminal() || (close_if_settled && state.is_settled());
+    } = stream;
+    let hold = sse::Hold::new(place, caller.connections.carry_stream(&caller.slot));
+    let extensions = &caller.ctx.extensions;
     let mut then = TaskUpdates {
         framing,
-        extensions: ctx.extensions.clone(),
+        extensions: extensions.clone(),
         updates,
-        shutdown: ctx.shared.shutdown.clone(),
-        ended: ends_now,
         quiet: Quiet::new(),
     };
-    let first = then.first_piece(first);
-    sse::response(&ctx.extensions, slot, first, then)
+    let first = then.first_piece(&first);
+    sse::response(extensions, hold, first, then)
 }
 
-/// The frames after a Task stream's snapshot: one per update of the Task, a keep-alive
-/// comment after [`KEEP_ALIVE`] without one; the stream ends after the update that
-/// settles the Task, when the subscription falls behind or closes, or when the listener
-/// shuts down. A client that leaves drops it with its connection.
+/// The frames after a stream's first event: one piece per update (and the ones that came
+/// with it), a keep-alive after [`KEEP_ALIVE`] without one, until the updates end. A
+/// client that leaves drops it with its connection.
 struct TaskUpdates {
     /// How each event is framed (by binding).
     framing: sse::Framing,
     /// The extensions the caller activated (what its frames carry).
     extensions: Vec<String>,
-    updates: TaskSubscription,
-    shutdown: tokio::sync::watch::Receiver<bool>,
-    ended: bool,
+    /// `None`: the stream ends after its first event.
+    updates: Option<Updates>,
     quiet: Quiet,
 }
 
@@ -209,41 +96,31 @@ impl Quiet {
 }
 
 impl TaskUpdates {
-    /// The stream's first piece of body: the snapshot `first`, with the frames of the
-    /// updates already there. Encoded before the response goes out, so the stream keeps
-    /// neither the record nor its wire copy: only the bytes, until the client has taken
-    /// them.
-    fn first_piece(&mut self, first: Task) -> Bytes {
+    /// The stream's first piece of body: `first`, with the frames of the updates already
+    /// there. Encoded before the response goes out, so the stream keeps neither the record
+    /// nor its wire copy: only the bytes, until the client has taken them.
+    fn first_piece(&mut self, first: &crate::wire::StreamResponse) -> Bytes {
         // A Task settled at once is four frames, ~1,050 bytes: one allocation.
         let mut frames = Vec::with_capacity(2048);
-        self.framing.frame_into(
-            &mut frames,
-            &StreamResponse {
-                payload: Some(stream_response::Payload::Task(first)),
-            },
-        );
+        self.framing.frame_into(&mut frames, first);
         self.take_waiting(&mut frames);
         Bytes::from(frames)
     }
 
-    /// Appends `event`'s frame to `frames`; the update that settles the Task ends the
-    /// stream.
-    fn append(&mut self, frames: &mut Vec<u8>, event: &TaskEvent) {
-        self.ended = event.state().is_some_and(TaskState::is_settled);
-        event_frame_into(frames, &self.framing, &self.extensions, event);
+    fn append(&self, frames: &mut Vec<u8>, event: &TaskEvent) {
+        self.framing.frame_with(frames, |json| {
+            event_json_into(json, &self.extensions, event)
+        });
     }
 
     /// Appends the frames of the updates that wait already, without waiting, until one
-    /// ends the stream or the piece holds [`sse::PIECE_AT_MOST`] bytes. News of lost
-    /// updates ends it too, after the frames before it (the client reads the Task again),
-    /// as it would have had it come by itself.
+    /// ends the stream or the piece holds [`sse::PIECE_AT_MOST`] bytes.
     fn take_waiting(&mut self, frames: &mut Vec<u8>) {
-        while !self.ended && frames.len() < sse::PIECE_AT_MOST {
-            match self.updates.try_recv() {
-                Some(Ok(event)) => self.append(frames, &event),
-                Some(Err(_)) => self.ended = true,
-                None => break,
-            }
+        while frames.len() < sse::PIECE_AT_MOST {
+            let Some(event) = self.updates.as_mut().and_then(Updates::try_next) else {
+                break;
+            };
+            self.append(frames, &event);
         }
     }
 }
@@ -252,46 +129,33 @@ impl sse::Frames for TaskUpdates {
     /// The frames of the next update and of any that came with it (an agent's updates
     /// committed together: one piece of the body, one write), or a keep-alive.
     async fn next(&mut self) -> Option<Bytes> {
-        if self.ended {
-            return None;
-        }
+        let updates = self.updates.as_mut().filter(|u| !u.ended())?;
         self.quiet.restart(KEEP_ALIVE);
         tokio::select! {
             // An update already there goes out without the keep-alive timer being touched.
             biased;
-            update = self.updates.recv() => {
-                let event = update.ok()?;
+            update = updates.next() => {
+                let event = update?;
                 let mut frames = Vec::with_capacity(512);
                 self.append(&mut frames, &event);
                 self.take_waiting(&mut frames);
                 Some(Bytes::from(frames))
             }
-            _ = self.shutdown.changed() => None,
             _ = self.quiet.elapsed() => Some(sse::keep_alive()),
         }
     }
 
     fn ended(&self) -> bool {
-        self.ended
+        self.updates.as_ref().is_none_or(Updates::ended)
     }
-}
-
-/// `message:stream` after acceptance (`slot` was taken before intake, so an accepted
-/// message is never refused for want of a stream).
-pub async fn stream_task(
-    ctx: Ctx,
-    slot: StreamGuard,
-    framing: sse::Framing,
-    task_id: String,
-    history_length: Option<u32>,
-) -> Result<Response<Body>, ApiError> {
-    stream_updates(ctx, slot, framing, task_id, history_length, true).await
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::events::EventBus;
+    use crate::record::TaskState;
+    use crate::wire::{stream_response, StreamResponse, Task};
     use sse::Frames;
     use std::time::Instant;
 
@@ -310,7 +174,10 @@ mod tests {
     fn frames_of(events: &[TaskEvent]) -> Vec<u8> {
         let mut frames = Vec::new();
         for event in events {
-            sse::frame_into(&mut frames, &super::super::project::event_frame(&[], event));
+            sse::frame_into(
+                &mut frames,
+                &crate::handler::project::event_frame(&[], event),
+            );
         }
         frames
     }
@@ -319,39 +186,38 @@ mod tests {
         TaskUpdates {
             framing: sse::Framing::Rest,
             extensions: Vec::new(),
-            updates: bus.subscribe("t-1"),
-            shutdown: tokio::sync::watch::channel(false).1,
-            ended: false,
+            updates: Some(Updates::new(
+                bus.subscribe("t-1"),
+                tokio::sync::watch::channel(false).1,
+                false,
+            )),
             quiet: Quiet::new(),
         }
     }
 
-    fn snapshot() -> Task {
-        Task {
-            id: "t-1".into(),
-            context_id: "c-1".into(),
-            ..Task::default()
+    fn snapshot() -> StreamResponse {
+        StreamResponse {
+            payload: Some(stream_response::Payload::Task(Task {
+                id: "t-1".into(),
+                context_id: "c-1".into(),
+                ..Task::default()
+            })),
         }
     }
 
     /// The snapshot's own frame.
     fn snapshot_frame() -> Vec<u8> {
         let mut frame = Vec::new();
-        sse::frame_into(
-            &mut frame,
-            &StreamResponse {
-                payload: Some(stream_response::Payload::Task(snapshot())),
-            },
-        );
+        sse::frame_into(&mut frame, &snapshot());
         frame
     }
 
     #[test]
     fn updates_that_wait_together_go_out_as_one_piece_ending_at_the_one_that_settles() {
-        crate::http::test_runtime().block_on(async {
+        crate::handler::test_runtime().block_on(async {
             let bus = EventBus::default();
             let mut stream = updates_of(&bus);
-            let first = stream.first_piece(snapshot());
+            let first = stream.first_piece(&snapshot());
             assert_eq!(
                 first,
                 snapshot_frame(),
@@ -373,11 +239,11 @@ mod tests {
 
     #[test]
     fn a_streams_first_piece_carries_the_snapshot_and_the_updates_already_there() {
-        crate::http::test_runtime().block_on(async {
+        crate::handler::test_runtime().block_on(async {
             let bus = EventBus::default();
             let mut stream = updates_of(&bus);
             bus.publish(status(TaskState::Working));
-            let first = stream.first_piece(snapshot());
+            let first = stream.first_piece(&snapshot());
             let mut expected = snapshot_frame();
             expected.extend(frames_of(&[status(TaskState::Working)]));
             assert_eq!(first, expected);
@@ -390,7 +256,7 @@ mod tests {
 
     #[test]
     fn updates_that_wait_together_go_out_in_pieces_of_at_most_16_kib_and_a_frame() {
-        crate::http::test_runtime().block_on(async {
+        crate::handler::test_runtime().block_on(async {
             let bus = EventBus::default();
             let mut stream = updates_of(&bus);
             let sent: Vec<TaskEvent> = (0..120).map(|_| status(TaskState::Working)).collect();
@@ -398,7 +264,7 @@ mod tests {
                 bus.publish(event);
             }
             let frame = frames_of(&sent[..1]).len();
-            let mut received = stream.first_piece(snapshot()).to_vec();
+            let mut received = stream.first_piece(&snapshot()).to_vec();
             assert!(received.len() < sse::PIECE_AT_MOST + frame);
             let mut pieces = 1;
             while received.len() < snapshot_frame().len() + frames_of(&sent).len() {
@@ -416,13 +282,13 @@ mod tests {
 
     #[test]
     fn news_of_lost_updates_ends_a_stream_after_the_frames_before_it() {
-        crate::http::test_runtime().block_on(async {
+        crate::handler::test_runtime().block_on(async {
             let bus = EventBus::default();
             let mut stream = updates_of(&bus);
             for _ in 0..200 {
                 bus.publish(status(TaskState::Working));
             }
-            let first = stream.first_piece(snapshot());
+            let first = stream.first_piece(&snapshot());
             assert!(first.ends_with(b"\n\n") && first.starts_with(b"data: {\"task\""));
             assert_eq!(
                 first.windows(6).filter(|w| w == b"data: ").count(),
@@ -435,7 +301,7 @@ mod tests {
 
     #[test]
     fn a_streams_keep_alive_clock_restarts_at_each_frame_and_again_after_it_fired() {
-        crate::http::test_runtime().block_on(async {
+        crate::handler::test_runtime().block_on(async {
             let mut quiet = Quiet::new();
             let tick = Duration::from_millis(40);
             // Restarted before it was ever polled, then quiet: fires after `tick`.

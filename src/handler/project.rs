@@ -3,14 +3,14 @@
 //! updates projected onto the wire with only the extensions the caller activated (with
 //! `outfitter-task/v1` active, the Task carries its locator).
 //!
-//! Every route that returns a Task or streams its updates (`GET /tasks`, `GET
-//! /tasks/{id}`, cancel, subscribe, `message:send`, `message:stream`) goes through here.
+//! Every operation that returns a Task or streams its updates (ListTasks, GetTask,
+//! CancelTask, SubscribeToTask, SendMessage, SendStreamingMessage) goes through here, on
+//! every binding.
 
 use serde_json::json;
 
 use super::blocking::short_read;
 use super::error::ApiError;
-use super::sse;
 use super::Ctx;
 use crate::events::TaskEvent;
 use crate::record::{ArtifactRecord, MessageRecord, TaskRecord, TaskState};
@@ -60,7 +60,7 @@ pub fn project_task(ctx: &Ctx, record: &TaskRecord) -> Task {
         project_message(message, activated);
     }
     if activated.iter().any(|a| a == OUTFITTER_TASK_V1) {
-        let locator = TaskLocator::served_by(&ctx.shared.interface_url, None, &record.task_id);
+        let locator = TaskLocator::served_by(&ctx.handler.interface_url, None, &record.task_id);
         let mut metadata = serde_json::Map::new();
         metadata.insert(
             OUTFITTER_TASK_KEY.into(),
@@ -84,9 +84,8 @@ pub fn project_with_history(ctx: &Ctx, record: &TaskRecord, history_length: Opti
     task
 }
 
-/// One durable update of a Task as this caller's stream frame: the wire event that
-/// [`event_frame_into`] writes without building it.
-#[cfg(test)]
+/// One durable update of a Task as this caller's stream event: the wire event that
+/// [`event_json_into`] writes as JSON without building it.
 pub fn event_frame(activated: &[String], event: &TaskEvent) -> wire::StreamResponse {
     use crate::wire::{stream_response, StreamResponse};
     let payload = match event {
@@ -133,22 +132,16 @@ pub fn event_frame(activated: &[String], event: &TaskEvent) -> wire::StreamRespo
     }
 }
 
-/// Appends one durable update of a Task to `frames` as this caller's SSE frame: the bytes
-/// `sse::frame_into` writes for [`event_frame`]'s wire event, written straight from the
-/// update. A stream writes two or three of these per Task (WORKING, each artifact,
+/// Appends one durable update of a Task to `frames` as this caller's event JSON: the bytes
+/// ProtoJSON encodes for [`event_frame`]'s wire event, written straight from the update. A stream writes two or three of these per Task (WORKING, each artifact,
 /// COMPLETED), and building each wire event first (its ids, status and artifact copied
 /// into prost types, then dropped) cost more than writing it (callgrind, one core: the
 /// three frames of a Task settled at once 6.2k instructions through the wire types).
 /// Only the parts with their own shape (a status message, an artifact) still go through
 /// the wire types. `event_frames_are_written_as_the_wire_events_encode` holds the two to
 /// the same bytes.
-pub fn event_frame_into(
-    frames: &mut Vec<u8>,
-    framing: &sse::Framing,
-    activated: &[String],
-    event: &TaskEvent,
-) {
-    framing.frame_with(frames, |frames| match event {
+pub fn event_json_into(frames: &mut Vec<u8>, activated: &[String], event: &TaskEvent) {
+    match event {
         TaskEvent::Status {
             task_id,
             context_id,
@@ -181,7 +174,7 @@ pub fn event_frame_into(
             wire::json::encode_into(frames, &update_artifact(artifact, activated));
             frames.extend_from_slice(b",\"lastChunk\":true}}");
         }
-    });
+    }
 }
 
 /// A status update's message as this caller sees it.
@@ -245,7 +238,7 @@ fn read(
     history_length: Option<u32>,
     include_artifacts: bool,
 ) -> Result<TaskRecord, ApiError> {
-    let plane = &ctx.shared.plane;
+    let plane = &ctx.handler.plane;
     short_read(|| plane.get_task(&ctx.principal, task_id, history_length, include_artifacts))?
         .ok_or_else(|| ApiError::task_not_found(task_id))
 }
@@ -329,19 +322,14 @@ mod tests {
         for activated in [&[][..], &everything[..1], &everything[..]] {
             for event in every_kind_of_update() {
                 let mut written = Vec::new();
-                event_frame_into(&mut written, &sse::Framing::Rest, activated, &event);
-                let mut encoded = Vec::new();
-                sse::frame_into(&mut encoded, &event_frame(activated, &event));
-                let (written, encoded) = (
-                    String::from_utf8(written).unwrap(),
-                    String::from_utf8(encoded).unwrap(),
-                );
+                event_json_into(&mut written, activated, &event);
+                let encoded = wire::json::encode(&event_frame(activated, &event));
+                let written = String::from_utf8(written).unwrap();
                 if written != encoded {
                     // The one freedom: a protobuf Struct (metadata, data) is a hash map, so
                     // its members come in any order; the same members, the same bytes.
-                    let value = |frame: &str| -> serde_json::Value {
-                        serde_json::from_str(frame.strip_prefix("data: ").unwrap()).unwrap()
-                    };
+                    let value =
+                        |frame: &str| -> serde_json::Value { serde_json::from_str(frame).unwrap() };
                     assert_eq!(value(&written), value(&encoded), "{event:?} {activated:?}");
                     assert_eq!(written.len(), encoded.len(), "{written}\n{encoded}");
                 }

@@ -4,7 +4,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// One tokio timer for the short waits that start close together (the held first frames
-/// of `task_stream::hold_first_frame`), where a timer each would register with tokio's
+/// of `streams::hold_first_frame`), where a timer each would register with tokio's
 /// driver each time.
 ///
 /// tokio wakes its driver (an eventfd `write`, then one more `epoll_wait`) for every timer
@@ -70,7 +70,7 @@ mod tests {
 
     #[test]
     fn waits_that_start_within_half_a_window_end_with_one_timer_and_each_waits_half_of_it() {
-        crate::http::test_runtime().block_on(async {
+        crate::handler::test_runtime().block_on(async {
             let waves = Waves::default();
             let window = Duration::from_millis(800);
             let started = Instant::now();

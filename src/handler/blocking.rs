@@ -60,7 +60,7 @@ mod tests {
 
     #[test]
     fn a_plane_call_that_panics_answers_500_and_the_worker_goes_on() {
-        let rt = crate::http::test_runtime();
+        let rt = crate::handler::test_runtime();
         let panicked = rt.block_on(awaited(async {
             tokio::task::yield_now().await;
             if true {

@@ -1,40 +1,18 @@
-//! `POST /message:send` and `POST /message:stream`: intake, then the Task (or a direct
-//! Message) back to the caller.
+//! SendMessage and SendStreamingMessage: intake, then the Task (or a direct Message) back
+//! to the caller.
 
 use std::time::Duration;
 
-use hyper::body::Incoming;
-use hyper::{Request, Response, StatusCode};
+use hyper::StatusCode;
 
 use super::blocking::awaited;
 use super::error::ApiError;
 use super::project::{project_with_history, task_snapshot};
-use super::task_stream::{hold_first_frame, stream_from, stream_task, wait_settled};
-use super::{json_response, negotiate, sse, Body, Ctx};
+use super::streams::{hold_first_frame, stream_updates, wait_settled, EventStream};
+use super::Ctx;
 use crate::events::TaskSubscription;
 use crate::plane::{Acceptance, Inbound, Watch};
-use crate::wire::{
-    self, send_message_response, stream_response, SendMessageRequest, SendMessageResponse,
-    StreamResponse,
-};
-
-/// The HTTP+JSON body of a send: a `SendMessageRequest`.
-async fn parse(ctx: &Ctx, req: Request<Incoming>) -> Result<SendMessageRequest, ApiError> {
-    let config = &ctx.shared.config;
-    let body = negotiate::read_json_body(
-        req,
-        config.max_body_bytes,
-        Duration::from_millis(config.idle_timeout_ms),
-    )
-    .await?;
-    if body.is_empty() {
-        return Err(ApiError::invalid(
-            "",
-            "the request body must be a SendMessageRequest, e.g. {\"message\": {...}}",
-        ));
-    }
-    Ok(wire::json::decode("SendMessageRequest", &body)?)
-}
+use crate::wire::{self, send_message_response, SendMessageRequest, SendMessageResponse};
 
 /// A push-notification config in a send is refused: this agent sends none.
 fn refuse_push_config(request: &SendMessageRequest) -> Result<(), ApiError> {
@@ -76,14 +54,9 @@ async fn accept(
         message: record,
         extensions: ctx.extensions.clone(),
     };
-    let plane = ctx.shared.plane.clone();
-    let executor = ctx
-        .shared
-        .executor
-        .read()
-        .unwrap_or_else(|p| p.into_inner())
-        .clone();
-    let bound = Duration::from_millis(ctx.shared.config.executor_timeout_ms);
+    let plane = ctx.handler.plane.clone();
+    let executor = ctx.handler.executor();
+    let bound = Duration::from_millis(ctx.handler.config.executor_timeout_ms);
     // A panic in the plane call answers 500, as every other route's does.
     let intake = async move {
         match watch {
@@ -99,20 +72,6 @@ fn direct_message(acceptance: &Acceptance) -> Option<wire::Message> {
         .direct_reply
         .as_ref()
         .map(|reply| wire::convert::message_to_wire(reply, &acceptance.context_id, None))
-}
-
-/// `POST /message:send`.
-pub async fn send(ctx: Ctx, req: Request<Incoming>) -> Result<Response<Body>, ApiError> {
-    let request = parse(&ctx, req).await?;
-    let response = send_message(&ctx, request).await?;
-    let body = wire::json::encode(&response);
-    Ok(json_response(StatusCode::OK, body.into(), &ctx.extensions))
-}
-
-/// `POST /message:stream`.
-pub async fn stream(ctx: Ctx, req: Request<Incoming>) -> Result<Response<Body>, ApiError> {
-    let request = parse(&ctx, req).await?;
-    stream_message(ctx, request, sse::Framing::Rest).await
 }
 
 /// SendMessage on every binding: the Task (blocking until it settles unless
@@ -138,7 +97,7 @@ pub async fn send_message(
             let settled = if !blocking {
                 None
             } else {
-                let timeout = Duration::from_millis(ctx.shared.config.blocking_timeout_ms);
+                let timeout = Duration::from_millis(ctx.handler.config.blocking_timeout_ms);
                 wait_settled(ctx, task_id, updates, timeout).await?
             };
             let task = match (settled, &acceptance.created) {
@@ -163,23 +122,19 @@ pub async fn send_message(
     })
 }
 
-/// SendStreamingMessage on every binding: an SSE stream framed by `framing`.
+/// SendStreamingMessage on every binding: the stream of the Task the message created or
+/// continued, or of the executor's direct Message.
 pub async fn stream_message(
-    ctx: Ctx,
+    ctx: &Ctx,
     mut request: SendMessageRequest,
-    framing: sse::Framing,
-) -> Result<Response<Body>, ApiError> {
+) -> Result<EventStream, ApiError> {
     refuse_push_config(&request)?;
     // The stream's place first: a message is never accepted and then refused a stream.
-    let slot = ctx.start_stream()?;
-    let (acceptance, updates) = accept(&ctx, &mut request, Some(Watch::Updates)).await?;
+    let place = ctx.handler.streams.take(&ctx.principal)?;
+    let (acceptance, updates) = accept(ctx, &mut request, Some(Watch::Updates)).await?;
     if let Some(message) = direct_message(&acceptance) {
         // A direct Message is exactly one event, then the stream closes.
-        let first = framing.frame(&StreamResponse {
-            payload: Some(stream_response::Payload::Message(message)),
-        });
-        let response = sse::response(&ctx.extensions, slot, first, sse::Once);
-        return Ok(response);
+        return Ok(EventStream::message(place, message));
     }
     let task_id = acceptance
         .task_id
@@ -190,23 +145,22 @@ pub async fn stream_message(
         .and_then(|c| c.history_length)
         .map(|n| n.max(0) as u32);
     match (acceptance.created, updates) {
-        // A new Task of this caller's: its first frame is the Task as created, and the
+        // A new Task of this caller's: its first event is the Task as created, and the
         // subscription from that commit brings every update since.
         (Some(created), Some(mut updates)) if created.principal == ctx.principal => {
             if !created.state.is_settled() {
-                hold_first_frame(&ctx, &mut updates).await;
+                hold_first_frame(ctx, &mut updates).await;
             }
-            let first = project_with_history(&ctx, &created, history_length);
-            Ok(stream_from(
+            let first = project_with_history(ctx, &created, history_length);
+            Ok(EventStream::task(
                 ctx,
-                slot,
-                framing,
+                place,
                 first,
                 created.state,
                 updates,
                 true,
             ))
         }
-        _ => stream_task(ctx, slot, framing, task_id, history_length).await,
+        _ => stream_updates(ctx, place, &task_id, history_length, true).await,
     }
 }

@@ -1,6 +1,10 @@
-//! A2A errors over HTTP: every error body is the wrapped `google.rpc.Status`
-//! (`{"error": {code, status, message, details: [ErrorInfo, BadRequest?]}}`). A plane
-//! error's A2A reason is its own ([`PlaneError::reason`]); here it gets its HTTP status.
+//! A2A errors, for every binding: an A2A reason (the ErrorInfo `reason`), a message for
+//! people, the field at fault and ErrorInfo metadata. A plane error's reason is its own
+//! ([`PlaneError::reason`]); here it gets its HTTP status, from which its
+//! `google.rpc.Code` follows ([`ApiError::status_name`]: the HTTP+JSON body's `status`,
+//! and the gRPC status code). HTTP+JSON writes the wrapped `google.rpc.Status`
+//! (`{"error": {code, status, message, details: [ErrorInfo, BadRequest?]}}`), JSON-RPC its
+//! code for the reason with the same details as `data`, gRPC its status with them.
 
 use bytes::Bytes;
 use hyper::StatusCode;
@@ -66,13 +70,18 @@ impl ApiError {
         ApiError::new(status, "PUSH_NOTIFICATION_NOT_SUPPORTED", message)
     }
 
+    /// 401 UNAUTHENTICATED: no (known) bearer token.
+    pub fn unauthenticated(message: impl Into<String>) -> Self {
+        ApiError::new(StatusCode::UNAUTHORIZED, "UNAUTHENTICATED", message)
+    }
+
     /// 500 INTERNAL: a failure of the task plane itself, not of the request.
     pub fn internal(message: impl Into<String>) -> Self {
         ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "INTERNAL", message)
     }
 
-    /// The `google.rpc.Code` name of an HTTP status.
-    fn status_name(&self) -> &'static str {
+    /// The `google.rpc.Code` name of this error (by its HTTP status, and for 400 its reason).
+    pub fn status_name(&self) -> &'static str {
         match self.status {
             StatusCode::BAD_REQUEST => match self.reason {
                 "INVALID_ARGUMENT" | "CONTENT_TYPE_NOT_SUPPORTED" => "INVALID_ARGUMENT",
