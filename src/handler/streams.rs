@@ -311,3 +311,26 @@ pub async fn stream_updates(
         close_if_settled,
     ))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_stream_pool_limits_streams_overall_and_per_principal_until_a_place_is_dropped() {
+        let pool = StreamPool::new(StreamLimits {
+            max_streams: 3,
+            max_streams_per_principal: 2,
+        });
+        let a1 = pool.take("alice").expect("alice's first");
+        let _a2 = pool.take("alice").expect("alice's second");
+        let refused = pool.take("alice").err().expect("alice is at her limit");
+        assert_eq!(refused.reason, "RESOURCE_EXHAUSTED");
+        assert!(refused.message.contains("A2A_MAX_STREAMS_PER_PRINCIPAL"));
+        let _b1 = pool.take("bob").expect("bob has his own places");
+        let full = pool.take("carol").err().expect("the pool is full");
+        assert!(full.message.contains("A2A_MAX_STREAMS"), "{}", full.message);
+        drop(a1);
+        pool.take("carol").expect("a dropped place is free again");
+    }
+}
