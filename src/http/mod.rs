@@ -36,6 +36,7 @@ mod rest;
 mod router;
 mod sse;
 mod task_stream;
+pub mod tls;
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
