@@ -60,7 +60,7 @@ impl TaskEvent {
 /// Takes one acceptance, on the thread that publishes it (the writer, right after the
 /// commit), under the bus's lock: it must not block or call back into the bus. Returns
 /// whether it still wants acceptances.
-pub type AcceptedSink = Arc<dyn Fn(&Accepted) -> bool + Send + Sync>;
+pub type AcceptedSink = Arc<dyn Fn(&Arrival) -> bool + Send + Sync>;
 
 /// A Task that was just accepted (created or continued) and now waits for the agent.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -68,6 +68,20 @@ pub struct Accepted {
     pub activation_id: String,
     pub task_id: String,
     pub context_id: String,
+}
+
+/// An acceptance with what was accepted, for a consumer that works the Task itself (an
+/// embedder's agent): it can start on the message without reading the Task back. The
+/// message is the one the acceptance's commit holds in memory, shared, not copied, with
+/// every consumer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Arrival {
+    pub accepted: Accepted,
+    /// The message continued a Task that waited for its caller (INPUT_REQUIRED or
+    /// AUTH_REQUIRED); otherwise it created the Task.
+    pub continued: bool,
+    /// The message accepted, as stored: the Task's newest history entry.
+    pub message: Arc<MessageRecord>,
 }
 
 /// What happened to some Task, for the person watching the resident (the Pi UI): an
@@ -232,19 +246,17 @@ impl EventBus {
         }
     }
 
-    pub(crate) fn publish_accepted(&self, accepted: Accepted) {
-        {
-            let mut channels = self.channels.lock().unwrap_or_else(|p| p.into_inner());
-            channels.send_activity(|| Activity {
-                task_id: accepted.task_id.clone(),
-                state: None,
-                message: None,
-            });
-            channels
-                .accepted
-                .retain(|(_, tx)| tx.send(accepted.clone()).is_ok());
-            channels.accepted_sinks.retain(|(_, sink)| sink(&accepted));
-        }
+    pub(crate) fn publish_accepted(&self, arrival: Arrival) {
+        let mut channels = self.channels.lock().unwrap_or_else(|p| p.into_inner());
+        channels.send_activity(|| Activity {
+            task_id: arrival.accepted.task_id.clone(),
+            state: None,
+            message: None,
+        });
+        channels
+            .accepted
+            .retain(|(_, tx)| tx.send(arrival.accepted.clone()).is_ok());
+        channels.accepted_sinks.retain(|(_, sink)| sink(&arrival));
     }
 }
 
