@@ -148,8 +148,10 @@ impl EventBus {
     }
 
     /// [`EventBus::subscribe`] for a caller that answers with the Task once it settles (a
-    /// blocking `message:send`): while it listens, the Task's settling update carries the
-    /// Task as its commit left it (`TaskEvent::Status::settled`).
+    /// blocking `message:send`): it is handed only the status updates that settle the Task
+    /// (a terminal or interrupted state), so the updates before (WORKING, artifacts) do not
+    /// wake it for nothing; and while it listens, the settling update carries the Task as
+    /// its commit left it (`TaskEvent::Status::settled`).
     pub fn subscribe_until_settled(&self, task_id: &str) -> TaskSubscription {
         self.subscription(task_id, true)
     }
@@ -164,7 +166,10 @@ impl EventBus {
                 settled_waiters: 0,
             });
         channel.settled_waiters += usize::from(wants_settled);
-        let inbox = Arc::new(Inbox::default());
+        let inbox = Arc::new(Inbox {
+            settling_only: wants_settled,
+            ..Inbox::default()
+        });
         channel.inboxes.push(inbox.clone());
         TaskSubscription {
             inbox,
@@ -239,9 +244,12 @@ impl EventBus {
             });
         }
         if let Some(channel) = channels.tasks.get(event.task_id()) {
+            let settles = event.state().is_some_and(TaskState::is_settled);
             let event = Arc::new(event);
             for inbox in &channel.inboxes {
-                inbox.push(&event);
+                if settles || !inbox.settling_only {
+                    inbox.push(&event);
+                }
             }
         }
     }
@@ -264,6 +272,8 @@ impl EventBus {
 #[derive(Default)]
 struct Inbox {
     state: Mutex<InboxState>,
+    /// Takes only the updates that settle the Task ([`EventBus::subscribe_until_settled`]).
+    settling_only: bool,
 }
 
 #[derive(Default)]
@@ -438,7 +448,7 @@ mod tests {
         block_on(async {
             let bus = EventBus::default();
             let mut first = bus.subscribe("t1");
-            let mut second = bus.subscribe_until_settled("t1");
+            let mut second = bus.subscribe("t1");
             let mut other = bus.subscribe("t2");
             bus.publish(status("t1", TaskState::Working, 1));
             bus.publish(status("t2", TaskState::Working, 7));
@@ -448,6 +458,37 @@ mod tests {
                 assert_eq!(at_ms(&updates.recv().await.unwrap()), 2);
             }
             assert_eq!(at_ms(&other.recv().await.unwrap()), 7);
+        });
+    }
+
+    #[test]
+    fn a_subscriber_until_settled_is_handed_only_the_updates_that_settle_the_task() {
+        block_on(async {
+            let bus = EventBus::default();
+            let mut waiting = bus.subscribe_until_settled("t");
+            bus.publish(status("t", TaskState::Working, 1));
+            bus.publish(TaskEvent::Artifact {
+                task_id: "t".into(),
+                context_id: "c".into(),
+                artifact: ArtifactRecord {
+                    artifact_id: "a".into(),
+                    name: None,
+                    description: None,
+                    parts: vec![],
+                    metadata: None,
+                    extensions: vec![],
+                },
+            });
+            assert!(
+                !waiting.is_ready(),
+                "nothing that settles the Task: not woken"
+            );
+            bus.publish(status("t", TaskState::InputRequired, 2));
+            bus.publish(status("t", TaskState::Submitted, 3));
+            bus.publish(status("t", TaskState::Completed, 4));
+            assert_eq!(at_ms(&waiting.recv().await.unwrap()), 2);
+            assert_eq!(at_ms(&waiting.recv().await.unwrap()), 4);
+            assert!(waiting.try_recv().is_none());
         });
     }
 
