@@ -128,9 +128,11 @@ export declare class AgentBridge {
  */
 export declare class EmbedderAgent {
   /**
-   * The next Task accepted (created or continued) since this agent was obtained, or
-   * `null` when none arrives within `timeoutMs` (default 1000) or the plane is closed.
-   * Concurrent calls share the acceptances: each goes to one of them.
+   * The next Task accepted (created or continued) since this agent was obtained, with
+   * the message that was accepted and whether it continued the Task, so the agent can
+   * start without `readTask`; or `null` when none arrives within `timeoutMs` (default
+   * 1000) or the plane is closed. Concurrent calls share the acceptances: each goes to
+   * one of them.
    */
   nextAccepted(timeoutMs?: number | undefined | null): Promise<AcceptedTask | null>
   /** Any Task as an A2A `Task` (agent side: no principal check), or `null`. */
@@ -304,11 +306,25 @@ export interface Acceptance {
   directReply?: any
 }
 
-/** A Task that was accepted and waits for the agent. */
+/**
+ * A Task that was accepted and waits for the agent, with the message that was accepted:
+ * enough to start work without reading the Task.
+ */
 export interface AcceptedTask {
   activationId: string
   taskId: string
   contextId: string
+  /**
+   * The message accepted, an A2A `Message` (as `readTask` gives it in `history`, where
+   * it is the newest entry).
+   */
+  message: Record<string, unknown>
+  /**
+   * `true` when the message continued a Task that waited for its caller
+   * (INPUT_REQUIRED or AUTH_REQUIRED: the message is the answer); `false` when it
+   * created the Task.
+   */
+  continued: boolean
 }
 
 /** A native provider event for `accept` / `continue`. */

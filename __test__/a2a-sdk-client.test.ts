@@ -78,8 +78,7 @@ async function runAgent(): Promise<void> {
   while (agentRunning) {
     const accepted = await agent.nextAccepted(100);
     if (!accepted) continue;
-    const task = (await agent.readTask(accepted.taskId)) as { history: { parts: { text?: string }[] }[] } | null;
-    const text = task?.history.at(-1)?.parts[0]?.text ?? "";
+    const text = (accepted.message as { parts: { text?: string }[] }).parts[0]?.text ?? "";
     const id = accepted.taskId;
     try {
       if (text.startsWith("ask")) {

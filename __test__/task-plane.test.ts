@@ -375,6 +375,44 @@ test("nextAccepted gives each acceptance to one call, in order, keeps unclaimed 
   }
 });
 
+test("nextAccepted hands over the accepted message with its Task", async () => {
+  const root = tempRoot();
+  const plane = await TaskPlane.open(root);
+  const agent = plane.embedderAgent();
+  try {
+    // A new Task: the message is the Task's first history entry, as readTask gives it.
+    const sent = message("m-new", "please ask", { metadata: { from: "test" } });
+    const created = await plane.acceptInContext("alice", sent);
+    const first = await agent.nextAccepted(1_000);
+    assert.ok(first);
+    assert.equal(first.taskId, created.taskId);
+    assert.equal(first.continued, false);
+    const read = (await agent.readTask(created.taskId!)) as any;
+    assert.deepEqual(first.message, read.history[0]);
+    assert.equal(first.message.messageId, "m-new");
+    assert.equal(first.message.taskId, created.taskId);
+    assert.equal(first.message.contextId, created.contextId);
+    assert.deepEqual(first.message.metadata, { from: "test" });
+    // Its caller answers an input request: the answer is handed over as a continuation.
+    await agent.startWork(created.taskId!);
+    await agent.requireInput(created.taskId!, "input_required", { parts: [{ text: "which one?" }] });
+    await plane.continueTask("alice", created.taskId!, message("m-answer", "the blue one"));
+    const next = await agent.nextAccepted(1_000);
+    assert.ok(next);
+    assert.equal(next.taskId, created.taskId);
+    assert.equal(next.continued, true);
+    const again = (await agent.readTask(created.taskId!)) as any;
+    assert.deepEqual(next.message, again.history.at(-1));
+    assert.deepEqual(next.message.parts, [{ text: "the blue one" }]);
+    // A duplicate accepts nothing: no message is handed over for it.
+    await plane.continueTask("alice", created.taskId!, message("m-answer", "the blue one"));
+    assert.equal(await agent.nextAccepted(50), null);
+  } finally {
+    plane.close();
+    rmSync(root, { recursive: true, force: true });
+  }
+});
+
 test("an embedder agent's writes apply in call order, also past a full write queue", async () => {
   const root = tempRoot();
   const plane = await TaskPlane.open(root);

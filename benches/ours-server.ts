@@ -4,7 +4,10 @@
 // Task at once (startWork, then complete with one text artifact and no status message,
 // issued back to back), the same work the SDK servers' executors do (theirs publish a
 // COMPLETED Task with one artifact and no status message). Not part of the product.
-// Run: node benches/ours-server.ts   → prints "LISTENING <interface url> <token>"
+// With `--awaiting` the agent awaits each write before it makes the next (startWork, then
+// complete), as an agent that works a Task step by step does: each write is its own commit,
+// and a blocking send's waiter sees WORKING before COMPLETED.
+// Run: node benches/ours-server.ts [--awaiting]   → prints "LISTENING <interface url> <token>"
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -25,15 +28,22 @@ let running = true;
 let inFlight = 0;
 const MAX_IN_FLIGHT = 256;
 let slot: (() => void) | undefined;
+const awaiting = process.argv.includes("--awaiting");
+const ANSWER = [{ name: "answer", parts: [{ text: "done" }] }];
 async function settle(taskId: string): Promise<void> {
   try {
+    if (awaiting) {
+      await embedder.startWork(taskId);
+      await embedder.complete(taskId, ANSWER);
+      return;
+    }
     // Issued back to back, as the SDK's executor publishes its events without waiting: the
     // agent's writes apply in call order (WORKING, then COMPLETED), often in one commit, and
     // each Promise settles once its write is durable. (Two awaits rather than Promise.all:
     // its extra Promises per Task grew V8's young generation, +7 MB peak RSS in the stream
     // case.)
     const started = embedder.startWork(taskId);
-    const completed = embedder.complete(taskId, [{ name: "answer", parts: [{ text: "done" }] }]);
+    const completed = embedder.complete(taskId, ANSWER);
     try {
       await started;
     } finally {

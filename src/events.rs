@@ -60,7 +60,7 @@ impl TaskEvent {
 /// Takes one acceptance, on the thread that publishes it (the writer, right after the
 /// commit), under the bus's lock: it must not block or call back into the bus. Returns
 /// whether it still wants acceptances.
-pub type AcceptedSink = Arc<dyn Fn(&Accepted) -> bool + Send + Sync>;
+pub type AcceptedSink = Arc<dyn Fn(&Arrival) -> bool + Send + Sync>;
 
 /// A Task that was just accepted (created or continued) and now waits for the agent.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -68,6 +68,20 @@ pub struct Accepted {
     pub activation_id: String,
     pub task_id: String,
     pub context_id: String,
+}
+
+/// An acceptance with what was accepted, for a consumer that works the Task itself (an
+/// embedder's agent): it can start on the message without reading the Task back. The
+/// message is the one the acceptance's commit holds in memory, shared, not copied, with
+/// every consumer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Arrival {
+    pub accepted: Accepted,
+    /// The message continued a Task that waited for its caller (INPUT_REQUIRED or
+    /// AUTH_REQUIRED); otherwise it created the Task.
+    pub continued: bool,
+    /// The message accepted, as stored: the Task's newest history entry.
+    pub message: Arc<MessageRecord>,
 }
 
 /// What happened to some Task, for the person watching the resident (the Pi UI): an
@@ -134,8 +148,10 @@ impl EventBus {
     }
 
     /// [`EventBus::subscribe`] for a caller that answers with the Task once it settles (a
-    /// blocking `message:send`): while it listens, the Task's settling update carries the
-    /// Task as its commit left it (`TaskEvent::Status::settled`).
+    /// blocking `message:send`): it is handed only the status updates that settle the Task
+    /// (a terminal or interrupted state), so the updates before (WORKING, artifacts) do not
+    /// wake it for nothing; and while it listens, the settling update carries the Task as
+    /// its commit left it (`TaskEvent::Status::settled`).
     pub fn subscribe_until_settled(&self, task_id: &str) -> TaskSubscription {
         self.subscription(task_id, true)
     }
@@ -150,7 +166,10 @@ impl EventBus {
                 settled_waiters: 0,
             });
         channel.settled_waiters += usize::from(wants_settled);
-        let inbox = Arc::new(Inbox::default());
+        let inbox = Arc::new(Inbox {
+            settling_only: wants_settled,
+            ..Inbox::default()
+        });
         channel.inboxes.push(inbox.clone());
         TaskSubscription {
             inbox,
@@ -225,26 +244,27 @@ impl EventBus {
             });
         }
         if let Some(channel) = channels.tasks.get(event.task_id()) {
+            let settles = event.state().is_some_and(TaskState::is_settled);
             let event = Arc::new(event);
             for inbox in &channel.inboxes {
-                inbox.push(&event);
+                if settles || !inbox.settling_only {
+                    inbox.push(&event);
+                }
             }
         }
     }
 
-    pub(crate) fn publish_accepted(&self, accepted: Accepted) {
-        {
-            let mut channels = self.channels.lock().unwrap_or_else(|p| p.into_inner());
-            channels.send_activity(|| Activity {
-                task_id: accepted.task_id.clone(),
-                state: None,
-                message: None,
-            });
-            channels
-                .accepted
-                .retain(|(_, tx)| tx.send(accepted.clone()).is_ok());
-            channels.accepted_sinks.retain(|(_, sink)| sink(&accepted));
-        }
+    pub(crate) fn publish_accepted(&self, arrival: Arrival) {
+        let mut channels = self.channels.lock().unwrap_or_else(|p| p.into_inner());
+        channels.send_activity(|| Activity {
+            task_id: arrival.accepted.task_id.clone(),
+            state: None,
+            message: None,
+        });
+        channels
+            .accepted
+            .retain(|(_, tx)| tx.send(arrival.accepted.clone()).is_ok());
+        channels.accepted_sinks.retain(|(_, sink)| sink(&arrival));
     }
 }
 
@@ -252,6 +272,8 @@ impl EventBus {
 #[derive(Default)]
 struct Inbox {
     state: Mutex<InboxState>,
+    /// Takes only the updates that settle the Task ([`EventBus::subscribe_until_settled`]).
+    settling_only: bool,
 }
 
 #[derive(Default)]
@@ -426,7 +448,7 @@ mod tests {
         block_on(async {
             let bus = EventBus::default();
             let mut first = bus.subscribe("t1");
-            let mut second = bus.subscribe_until_settled("t1");
+            let mut second = bus.subscribe("t1");
             let mut other = bus.subscribe("t2");
             bus.publish(status("t1", TaskState::Working, 1));
             bus.publish(status("t2", TaskState::Working, 7));
@@ -436,6 +458,37 @@ mod tests {
                 assert_eq!(at_ms(&updates.recv().await.unwrap()), 2);
             }
             assert_eq!(at_ms(&other.recv().await.unwrap()), 7);
+        });
+    }
+
+    #[test]
+    fn a_subscriber_until_settled_is_handed_only_the_updates_that_settle_the_task() {
+        block_on(async {
+            let bus = EventBus::default();
+            let mut waiting = bus.subscribe_until_settled("t");
+            bus.publish(status("t", TaskState::Working, 1));
+            bus.publish(TaskEvent::Artifact {
+                task_id: "t".into(),
+                context_id: "c".into(),
+                artifact: ArtifactRecord {
+                    artifact_id: "a".into(),
+                    name: None,
+                    description: None,
+                    parts: vec![],
+                    metadata: None,
+                    extensions: vec![],
+                },
+            });
+            assert!(
+                !waiting.is_ready(),
+                "nothing that settles the Task: not woken"
+            );
+            bus.publish(status("t", TaskState::InputRequired, 2));
+            bus.publish(status("t", TaskState::Submitted, 3));
+            bus.publish(status("t", TaskState::Completed, 4));
+            assert_eq!(at_ms(&waiting.recv().await.unwrap()), 2);
+            assert_eq!(at_ms(&waiting.recv().await.unwrap()), 4);
+            assert!(waiting.try_recv().is_none());
         });
     }
 

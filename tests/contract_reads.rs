@@ -90,9 +90,9 @@ fn a_settling_update_carries_the_committed_task_to_those_waiting_to_answer_with_
 }
 
 /// A watched intake's subscription starts at the acceptance's commit: it sees every later
-/// update even when the agent acted before the caller looked, so a blocking caller need
-/// not read the Task's state first. A duplicate (whose Task may be long settled) comes
-/// without one.
+/// update even when the agent acted before the caller looked (a blocking caller's, every
+/// later update that settles the Task), so a blocking caller need not read the Task's state
+/// first. A duplicate (whose Task may be long settled) comes without one.
 #[test]
 fn a_watched_intake_sees_every_update_after_its_acceptance() {
     use a2a_task_plane::events::TaskEvent;
@@ -100,45 +100,54 @@ fn a_watched_intake_sees_every_update_after_its_acceptance() {
     let tmp = TempRoot::new("watched-intake");
     let plane = plane(&tmp);
     let rt = runtime();
-    let inbound = || Inbound {
+    let inbound = |id: &str| Inbound {
         principal: "alice".into(),
         context_id: None,
         task_id: None,
-        message: user("m-1", "x"),
+        message: user(id, "x"),
         extensions: vec![],
     };
-    let intake = |inbound| {
+    let intake = |inbound, watch| {
         rt.block_on(plane.intake_watching(
             inbound,
             Arc::new(AlwaysTask),
             std::time::Duration::ZERO,
-            Watch::UntilSettled,
+            watch,
         ))
         .unwrap()
     };
-    let (accepted, updates) = intake(inbound());
-    let task = accepted.task_id.clone().unwrap();
-    // The agent settles the Task before the caller reads a single update.
-    plane.start_work(&task).unwrap();
-    plane.complete(&task, vec![], Some(agent("done"))).unwrap();
-    let mut updates = updates.expect("a created Task comes with its subscription");
-    let mut states = vec![];
-    let settled = rt.block_on(async {
-        tokio::time::timeout(std::time::Duration::from_secs(5), async {
-            while let Ok(event) = updates.recv().await {
-                if let TaskEvent::Status { state, .. } = &*event {
-                    states.push(*state);
-                    if state.is_settled() {
-                        return;
+    for (id, watch, seen) in [
+        (
+            "m-1",
+            Watch::Updates,
+            vec![TaskState::Working, TaskState::Completed],
+        ),
+        ("m-2", Watch::UntilSettled, vec![TaskState::Completed]),
+    ] {
+        let (accepted, updates) = intake(inbound(id), watch);
+        let task = accepted.task_id.clone().unwrap();
+        // The agent settles the Task before the caller reads a single update.
+        plane.start_work(&task).unwrap();
+        plane.complete(&task, vec![], Some(agent("done"))).unwrap();
+        let mut updates = updates.expect("a created Task comes with its subscription");
+        let mut states = vec![];
+        let settled = rt.block_on(async {
+            tokio::time::timeout(std::time::Duration::from_secs(5), async {
+                while let Ok(event) = updates.recv().await {
+                    if let TaskEvent::Status { state, .. } = &*event {
+                        states.push(*state);
+                        if state.is_settled() {
+                            return;
+                        }
                     }
                 }
-            }
-        })
-        .await
-    });
-    assert!(settled.is_ok(), "missed updates: saw only {states:?}");
-    assert_eq!(states, vec![TaskState::Working, TaskState::Completed]);
-    let (again, none) = intake(inbound());
+            })
+            .await
+        });
+        assert!(settled.is_ok(), "missed updates: saw only {states:?}");
+        assert_eq!(states, seen, "{id}");
+    }
+    let (again, none) = intake(inbound("m-1"), Watch::UntilSettled);
     assert_eq!(again.disposition, Disposition::Duplicate);
     assert!(none.is_none(), "a duplicate comes without a subscription");
 }

@@ -18,8 +18,7 @@ export function startScriptedAgent(agent: EmbedderAgent): ScriptedAgent {
       const accepted = await agent.nextAccepted(100);
       if (!accepted) continue;
       const id = accepted.taskId;
-      const task = (await agent.readTask(id)) as { history: { parts: { text?: string }[] }[] } | null;
-      const text = task?.history.at(-1)?.parts[0]?.text ?? "";
+      const text = (accepted.message as { parts: { text?: string }[] }).parts[0]?.text ?? "";
       try {
         await agent.startWork(id);
         if (text.startsWith("ask")) {

@@ -265,12 +265,41 @@ fn validated(what: &'static str, document: &impl wire::validate::Validate) -> Re
         .map_err(|error| invalid_arg(wire::json::WireError { what, error }))
 }
 
-/// A Task that was accepted and waits for the agent.
-#[napi(object)]
+/// A Task that was accepted and waits for the agent, with the message that was accepted:
+/// enough to start work without reading the Task.
+#[napi(object, object_from_js = false)]
 pub struct AcceptedTask {
     pub activation_id: String,
     pub task_id: String,
     pub context_id: String,
+    /// The message accepted, an A2A `Message` (as `readTask` gives it in `history`, where
+    /// it is the newest entry).
+    #[napi(ts_type = "Record<string, unknown>")]
+    pub message: Value,
+    /// `true` when the message continued a Task that waited for its caller
+    /// (INPUT_REQUIRED or AUTH_REQUIRED: the message is the answer); `false` when it
+    /// created the Task.
+    pub continued: bool,
+}
+
+impl AcceptedTask {
+    /// An acceptance as the agent gets it. On the JS thread, when the call settles: the
+    /// writer that published it only queued it.
+    pub(super) fn from_arrival(arrival: &crate::events::Arrival) -> Result<Self> {
+        let accepted = &arrival.accepted;
+        let message = wire::convert::message_to_wire(
+            &arrival.message,
+            &accepted.context_id,
+            Some(&accepted.task_id),
+        );
+        Ok(AcceptedTask {
+            activation_id: accepted.activation_id.clone(),
+            task_id: accepted.task_id.clone(),
+            context_id: accepted.context_id.clone(),
+            message: serde_json::to_value(message).map_err(internal)?,
+            continued: arrival.continued,
+        })
+    }
 }
 
 /// One Task in the operator's view (`recentTasks`).

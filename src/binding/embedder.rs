@@ -72,7 +72,7 @@ impl TaskPlane {
         let watch = self
             .plane
             .events()
-            .watch_accepted_with(Arc::new(move |accepted| sink.push(accepted)));
+            .watch_accepted_with(Arc::new(move |arrival| sink.push(arrival)));
         Ok(EmbedderAgent {
             plane: self.plane.clone(),
             inbox,
@@ -94,9 +94,11 @@ impl Drop for EmbedderAgent {
 
 #[napi]
 impl EmbedderAgent {
-    /// The next Task accepted (created or continued) since this agent was obtained, or
-    /// `null` when none arrives within `timeoutMs` (default 1000) or the plane is closed.
-    /// Concurrent calls share the acceptances: each goes to one of them.
+    /// The next Task accepted (created or continued) since this agent was obtained, with
+    /// the message that was accepted and whether it continued the Task, so the agent can
+    /// start without `readTask`; or `null` when none arrives within `timeoutMs` (default
+    /// 1000) or the plane is closed. Concurrent calls share the acceptances: each goes to
+    /// one of them.
     #[napi(ts_return_type = "Promise<AcceptedTask | null>")]
     pub fn next_accepted<'env>(
         &self,

@@ -17,26 +17,26 @@
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
-use napi::bindgen_prelude::{Object, PromiseRaw};
-use napi::{Env, JsValue};
+use napi::bindgen_prelude::{Object, PromiseRaw, ToNapiValue};
+use napi::{sys, Env, JsValue};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use super::convert::AcceptedTask;
 use super::settle::{Pending, Settler};
-use super::{internal, Result, Settled};
-use crate::events::Accepted;
+use super::{internal, js_error, Result, Settled};
+use crate::events::Arrival;
 
 /// A `nextAccepted` call waiting for an acceptance.
 struct Waiter {
     deadline: Instant,
-    pending: Pending<Option<AcceptedTask>>,
+    pending: Pending<Option<Handover>>,
 }
 
 #[derive(Default)]
 struct State {
     /// Acceptances no call has taken yet, oldest first.
-    queued: VecDeque<Accepted>,
+    queued: VecDeque<Arrival>,
     /// Calls waiting, oldest first (each acceptance goes to one of them).
     waiters: VecDeque<Waiter>,
     /// The deadline the timer task sleeps until, if it sleeps until one.
@@ -53,11 +53,16 @@ pub(super) struct Inbox {
     settler: Arc<Settler>,
 }
 
-fn accepted_task(accepted: Accepted) -> AcceptedTask {
-    AcceptedTask {
-        activation_id: accepted.activation_id,
-        task_id: accepted.task_id,
-        context_id: accepted.context_id,
+/// An acceptance on its way to a `nextAccepted` call. It becomes the agent's
+/// [`AcceptedTask`] (its message an A2A `Message`) on the JS thread as the call settles,
+/// not on the writer thread that hands it over under the bus's lock.
+struct Handover(Arrival);
+
+impl ToNapiValue for Handover {
+    unsafe fn to_napi_value(env: sys::napi_env, val: Self) -> napi::Result<sys::napi_value> {
+        let task = AcceptedTask::from_arrival(&val.0).map_err(|failure| js_error(env, failure))?;
+        // SAFETY: forwarded to the object's own conversion, with the env napi gave us.
+        unsafe { AcceptedTask::to_napi_value(env, task) }
     }
 }
 
@@ -84,16 +89,14 @@ impl Inbox {
 
     /// Takes one acceptance (the bus's sink, on the writer thread): to the oldest waiting
     /// call, else kept. Returns whether the inbox still wants acceptances.
-    pub(super) fn push(&self, accepted: &Accepted) -> bool {
+    pub(super) fn push(&self, arrival: &Arrival) -> bool {
         let mut state = self.state();
         if state.closed {
             return false;
         }
         match state.waiters.pop_front() {
-            Some(waiter) => waiter
-                .pending
-                .settle(Ok(Some(accepted_task(accepted.clone())))),
-            None => state.queued.push_back(accepted.clone()),
+            Some(waiter) => waiter.pending.settle(Ok(Some(Handover(arrival.clone())))),
+            None => state.queued.push_back(arrival.clone()),
         }
         true
     }
@@ -107,7 +110,7 @@ impl Inbox {
     ) -> Result<Object<'env>> {
         let mut state = self.state();
         let now = match state.queued.pop_front() {
-            Some(accepted) => Some(Some(accepted_task(accepted))),
+            Some(arrival) => Some(Some(Handover(arrival))),
             None if state.closed || timeout.is_zero() => Some(None),
             None => None,
         };

@@ -58,6 +58,7 @@ pub(crate) fn prior_outcome(
         state,
         direct_reply: prior.direct_reply,
         created: None,
+        message: None,
     }))
 }
 
@@ -293,6 +294,7 @@ fn record_claim(
         state: task_id.map(|_| TaskState::Submitted),
         direct_reply: direct_reply.cloned(),
         created: None,
+        message: task_id.map(|_| Arc::new(intake.message.clone())),
     })
 }
 

@@ -11,7 +11,7 @@ use serde_json::Value;
 use super::acceptance;
 use super::inbound::{check_content, Intake};
 use super::{PlaneError, Published, TaskPlane, WriteJob};
-use crate::events::{Accepted, TaskEvent};
+use crate::events::{Accepted, Arrival, TaskEvent};
 use crate::record::{Continuation, Locator, MessageRecord, Role, TaskRecord, TaskState};
 use crate::store::anchors;
 use crate::store::tasks;
@@ -73,6 +73,9 @@ pub struct Acceptance {
     /// A Task this acceptance created, whole, as its commit left it (a stream's first
     /// frame, without reading it back); `None` for any other outcome.
     pub created: Option<Arc<TaskRecord>>,
+    /// The message this acceptance attached to a Task (created or continued), as stored;
+    /// `None` for a direct Message outcome and a duplicate.
+    pub message: Option<Arc<MessageRecord>>,
 }
 
 impl TaskPlane {
@@ -386,11 +389,17 @@ impl TaskPlane {
                         settled: None,
                     }));
                 }
-                published.push(Published::Accepted(Accepted {
-                    activation_id: outcome.activation_id.clone(),
-                    task_id: task_id.clone(),
-                    context_id: outcome.context_id.clone(),
-                }));
+                if let Some(message) = &outcome.message {
+                    published.push(Published::Accepted(Arrival {
+                        accepted: Accepted {
+                            activation_id: outcome.activation_id.clone(),
+                            task_id: task_id.clone(),
+                            context_id: outcome.context_id.clone(),
+                        },
+                        continued: outcome.disposition == Disposition::Continued,
+                        message: message.clone(),
+                    }));
+                }
             }
             Ok((outcome, published))
         })
@@ -412,5 +421,64 @@ fn native_context(
             now,
         ),
         None => acceptance::fresh_context(tx, &activation.principal, &activation.source, now),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::events::Arrival;
+    use crate::plane::{InterruptKind, PlaneOptions};
+    use std::sync::Mutex;
+
+    #[test]
+    fn an_acceptance_hands_its_watchers_the_stored_message_and_whether_it_continued_a_task() {
+        let root = std::env::temp_dir().join(format!("tp-arrival-{}", crate::ids::mint()));
+        let plane = TaskPlane::open(&root, PlaneOptions::default()).unwrap();
+        let arrivals = Arc::new(Mutex::new(Vec::<Arrival>::new()));
+        let sink = arrivals.clone();
+        plane.events().watch_accepted_with(Arc::new(move |arrival| {
+            sink.lock().unwrap().push(arrival.clone());
+            true
+        }));
+        let first = MessageRecord::user_text("m-1", "ask me");
+        let task = plane
+            .accept_in_context("alice", None, first.clone(), Vec::new())
+            .unwrap()
+            .task_id
+            .unwrap();
+        plane.start_work(&task).unwrap();
+        plane
+            .require_input(
+                &task,
+                InterruptKind::InputRequired,
+                MessageRecord::agent(vec![crate::record::PartRecord::text("which?")]),
+                None,
+            )
+            .unwrap();
+        let answer = MessageRecord::user_text("m-2", "that one");
+        plane
+            .continue_task("alice", &task, None, answer.clone(), Vec::new())
+            .unwrap();
+        // A duplicate accepts nothing, so it hands nothing over.
+        plane
+            .continue_task("alice", &task, None, answer.clone(), Vec::new())
+            .unwrap();
+        let stored = plane.task(&task, None, true).unwrap().unwrap().history;
+        let arrivals = arrivals.lock().unwrap();
+        let seen: Vec<_> = arrivals
+            .iter()
+            .map(|a| (a.accepted.task_id.as_str(), a.continued, &*a.message))
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                (task.as_str(), false, &stored[0]),
+                (task.as_str(), true, &stored[2]),
+            ]
+        );
+        assert_eq!((&stored[0], &stored[2]), (&first, &answer));
+        plane.close();
+        let _ = std::fs::remove_dir_all(&root);
     }
 }

@@ -69,7 +69,7 @@ pub use wakes::Delivery;
 pub use write::WriteJob;
 
 use crate::clock::{Clock, SystemClock};
-use crate::events::{Accepted, EventBus, TaskEvent};
+use crate::events::{Arrival, EventBus, TaskEvent};
 use crate::record::{Continuation, TaskRecord};
 use crate::store::{Connection, Faults, Statements, Store, StoreOptions, WriteTx};
 
@@ -110,7 +110,7 @@ pub struct TaskPlane {
 #[derive(Debug, Clone)]
 pub(crate) enum Published {
     Task(TaskEvent),
-    Accepted(Accepted),
+    Accepted(Arrival),
 }
 
 impl TaskPlane {
