@@ -554,7 +554,16 @@ fn main() {
         }
         if binding_pairs > 0 {
             let rpc = Arc::new(jsonrpc::discover(&t).await);
-            jsonrpc::binding_pairs(&t, &rpc, conns, duration, binding_pairs, &wanted).await;
+            jsonrpc::binding_pairs(
+                &t,
+                &rpc,
+                conns,
+                duration,
+                binding_pairs,
+                &wanted,
+                server_pid,
+            )
+            .await;
             return;
         }
         let mut ids = Arc::new(Vec::new());
