@@ -5,8 +5,11 @@
 # in-memory store (benches/sdk-server.ts, an executor that settles at once). Each server
 # and its agent run pinned to CPU 1 (`taskset -c 1`); the same closed-loop load generator
 # (benches/http.rs) runs pinned to CPU 0, 64 keep-alive connections, 10,000 Tasks stored,
-# unique messageIds. Prints a table with each case's rate, p99 and the server's peak RSS,
-# and our ratio to the SDK.
+# unique messageIds. Every case runs over HTTP+JSON and again over JSON-RPC 2.0 (the same
+# work as the calls SendMessage, SendStreamingMessage, GetTask and ListTasks; the SDK's
+# JSON-RPC server is its own jsonRpcHandler on the same request handler and store). Prints
+# a table with each case's rate, p99 and the server's peak RSS, and our ratio to the SDK,
+# then our JSON-RPC against our HTTP+JSON.
 #
 # Usage: bash benches/compare-sdk.sh [seconds per case, default 10] [Tasks stored first,
 #        default 10000] [rounds, default 3] [stream/send pairs, default 10]
@@ -14,12 +17,15 @@
 # the SDK, then the SDK then ours, ...), so a drift of the shared host's speed over minutes
 # weighs on both sides alike. Each server runs twice per round, a fresh process and store
 # each time: once for the send case (then GET, list and returnImmediately, in that order),
-# once for the stream case, so both run first on the scenario's stored Tasks. The table shows, per case,
+# once for the stream case, so both run first on the scenario's stored Tasks; and twice
+# more for the same over JSON-RPC. The table shows, per case,
 # the median over the rounds of each side's rate and p99, the highest peak RSS, and the
 # median of the rounds' ratios with every round's ratio in brackets. Then our stream
 # against our blocking send, paired: one more server of ours runs pairs of 3-s windows of
 # each, one after the other, the first of a pair alternating, and the median of the pairs'
 # ratios is printed with each pair's (not above 100,000 stored Tasks, where only ours runs).
+# Last, our JSON-RPC against our HTTP+JSON, paired the same way on one more server of ours:
+# per case (send, stream, GET, list), pairs of 3-s windows of each binding.
 # Above 100,000 stored Tasks only our server runs (the SDK's in-memory list walks every
 # Task, so its pages would not finish inside a window, and filling it takes minutes): the
 # table then shows our rate, p99 and peak RSS at that size, with no ratio.
@@ -109,17 +115,20 @@ serve_with() {
 # each run first on a server of their own, on exactly the stored Tasks of the scenario (a
 # case run second met a store the first had grown by 120-140k Tasks, and the case run first
 # in a round was ahead of the other by 5-15%, whichever it was); the GET, list and
-# returnImmediately cases follow the send case (GET reads the Tasks it made).
+# returnImmediately cases follow the send case (GET reads the Tasks it made). The
+# JSON-RPC cases likewise, on two servers more.
 run() {
   serve "$1" "$2" send,get,list,intake
   serve "$1" "$2" stream
+  serve "$1" "$2" rpc-send,rpc-get,rpc-list
+  serve "$1" "$2" rpc-stream
 }
 
 with_sdk=$(( stored <= 100000 ))
 for round in $(seq "$rounds"); do
   if [ "$with_sdk" = 0 ]; then
     # One fill per round at this size (it takes minutes): the stream case after the send.
-    serve ours "$round" send,stream,get,list,intake
+    serve ours "$round" send,stream,get,list,rpc-send,rpc-stream,rpc-get,rpc-list,intake
   elif (( round % 2 )); then
     run ours "$round"; run sdk "$round"
   else
@@ -133,6 +142,8 @@ done
 if [ "$with_sdk" = 1 ]; then
   serve_with ours "ours, $pairs pairs of ${pair_seconds}-s send and stream windows" "$work/pairs.txt" \
     --pairs "$pairs" --seconds "$pair_seconds"
+  serve_with ours "ours, $pairs pairs of ${pair_seconds}-s HTTP+JSON and JSON-RPC windows per case" "$work/bindings.txt" \
+    --binding-pairs "$pairs" --seconds "$pair_seconds"
 fi
 
 # The table: one row per case; median rate (req/s), median p99 (ms), highest peak RSS (MB)
@@ -175,13 +186,17 @@ awk -v rounds="$rounds" -v with_sdk="$with_sdk" '
   FNR == 1 { f = FILENAME; sub(/.*\//, "", f); split(f, part, "."); who = part[1]; round = part[2] }
   $1 == "RESULT" { rate[who, $2, round] = $3; p99[who, $2, round] = $5; rss[who, $2, round] = $6; seen[who, $2]++ }
   END {
-    split("send stream get list intake", keys, " ")
+    nkeys = split("send stream get list intake rpc-send rpc-stream rpc-get rpc-list", keys, " ")
     label["send"] = "`POST /message:send`, blocking until COMPLETED"
     label["stream"] = "`POST /message:stream` to the terminal frame"
     label["get"] = "`GET /tasks/{id}`"
     label["list"] = "`GET /tasks?pageSize=50`"
     label["intake"] = "`POST /message:send`, `returnImmediately`"
-    for (k = 1; k <= 5; k++) {
+    label["rpc-send"] = "JSON-RPC `SendMessage`, blocking until COMPLETED"
+    label["rpc-stream"] = "JSON-RPC `SendStreamingMessage` to the terminal event"
+    label["rpc-get"] = "JSON-RPC `GetTask`"
+    label["rpc-list"] = "JSON-RPC `ListTasks`, pageSize 50"
+    for (k = 1; k <= nkeys; k++) {
       key = keys[k]
       if (seen["ours", key] < rounds) continue
       if (with_sdk == 0) { printf "| %s | %s |\n", label[key], side("ours", key); continue }
@@ -190,10 +205,32 @@ awk -v rounds="$rounds" -v with_sdk="$with_sdk" '
     }
     if (seen["ours", "send"] >= rounds && seen["ours", "stream"] >= rounds)
       print "\nOur stream against our blocking send: " ratio("%.2f× (%s).", "ours", "stream", "ours", "send")
-  }' "$work"/*.out
+    # The rounds of each binding ran on servers of their own, a minute or so apart: the
+    # pairs below are the steadier figure.
+    split("ours sdk", sides, " ")
+    for (w = 1; w <= 2; w++) {
+      line = ""
+      for (k = 1; k <= 4; k++) {
+        key = keys[k]
+        if (seen[sides[w], key] < rounds || seen[sides[w], "rpc-" key] < rounds) continue
+        line = line (line == "" ? "" : "; ") key " " ratio("%.2f× (%s)", sides[w], "rpc-" key, sides[w], key)
+      }
+      if (line != "") printf "JSON-RPC / HTTP+JSON, %s, by rounds: %s.\n", w == 1 ? "ours" : peer_short, line
+    }
+  }' peer_short="$peer_short" "$work"/*.out
 if [ -f "$work/pairs.txt" ]; then
   awk '$1 == "pair" { n++; each = each (n > 1 ? ", " : "") $NF; if ($NF + 0 >= 1) ahead++ }
     $1 == "RESULT" { median = $3 }
     END { printf "Paired on one server (%d pairs of %s-s windows): median %s (%s); stream ≥ send in %d of %d pairs.\n", n, secs, median, each, ahead, n }' \
     secs="$pair_seconds" "$work/pairs.txt"
+fi
+if [ -f "$work/bindings.txt" ]; then
+  # Per case: the pairs' rate ratios (JSON-RPC / HTTP+JSON), then the ratios of the
+  # server's CPU per request (HTTP+JSON / JSON-RPC: above 1, JSON-RPC costs less).
+  awk '$1 == "pair" { k = $3 SUBSEP ($4 == "server" ? "cpu" : "rate"); each[k] = each[k] (n[k]++ ? ", " : "") $NF; if ($NF + 0 >= 0.9) met[k]++ }
+    $1 == "RESULT" && ($2 == "binding" || $2 == "binding-cpu") {
+      k = $3 SUBSEP ($2 == "binding" ? "rate" : "cpu")
+      what = $2 == "binding" ? "rate, JSON-RPC / HTTP+JSON" : "server CPU per request, HTTP+JSON / JSON-RPC"
+      printf "Ours, %s, paired on one server (%d pairs of %s-s windows), %s: median %s (%s); ≥ 0.90 in %d of %d pairs.\n", what, n[k], secs, $3, $4, each[k], met[k], n[k]
+    }' secs="$pair_seconds" "$work/bindings.txt"
 fi

@@ -8,6 +8,8 @@
 //!
 //! `cargo bench --bench http -- --url <interface url> [--token T]` measures any A2A
 //! HTTP+JSON server the same way (e.g. the official SDK's, see `benches/sdk-server.ts`).
+//! The `rpc-*` cases do the same work over JSON-RPC 2.0, at the JSONRPC interface the
+//! server's Agent Card lists (`http/jsonrpc.rs`).
 //! Every loop stops by itself (seconds per case, bounded requests).
 
 use std::net::SocketAddr;
@@ -23,6 +25,8 @@ use a2a_task_plane::record::{ArtifactRecord, MessageRecord, PartRecord};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 
+#[path = "http/jsonrpc.rs"]
+mod jsonrpc;
 #[path = "http/pairs.rs"]
 mod pairs;
 
@@ -33,6 +37,8 @@ struct Target {
     host: String,
     base_path: String,
     token: String,
+    /// A JSON-RPC endpoint: a reply must carry a `result`, not an `error` (HTTP 200 either way).
+    jsonrpc: bool,
 }
 
 struct Conn {
@@ -161,8 +167,9 @@ async fn load(
                     let (status, reply) = conn.call(&t, &method, &path, &body, &accept).await;
                     latencies.push(began.elapsed());
                     assert!(
-                        status == 200,
-                        "{method} {path}: HTTP {status}: {}",
+                        status == 200 && !(t.jsonrpc && is_rpc_error(&reply)),
+                        "{method} {}{path}: HTTP {status}: {}",
+                        t.base_path,
                         String::from_utf8_lossy(&reply)
                     );
                     if bodies.len() < 64 {
@@ -182,6 +189,11 @@ async fn load(
     }
     let elapsed = start.elapsed().as_secs_f64();
     (all.len() as f64 / elapsed, all, bodies)
+}
+
+/// A JSON-RPC reply that is (or, in an event stream, carries) an error response.
+fn is_rpc_error(reply: &[u8]) -> bool {
+    reply.windows(8).any(|w| w == b"\"error\":")
 }
 
 fn report(
@@ -411,9 +423,10 @@ fn main() {
             .cloned()
     };
     let seconds: u64 = arg("--seconds").and_then(|s| s.parse().ok()).unwrap_or(5);
-    // `--only send,stream,get,list,intake` (any of them, comma-separated): run just those
-    // cases, always in this order. The send case also runs when the GET case does (it
-    // reads the Tasks the send case made).
+    // `--only send,stream,get,list,rpc-send,rpc-stream,rpc-get,rpc-list,intake` (any of
+    // them, comma-separated): run just those cases, always in this order. The send case
+    // also runs when the GET case does (it reads the Tasks the send case made), as does
+    // rpc-send for rpc-get.
     let only = arg("--only");
     let wanted = move |case: &str| {
         only.as_deref()
@@ -439,6 +452,7 @@ fn main() {
                 host,
                 base_path,
                 token: arg("--token").unwrap_or_default(),
+                jsonrpc: false,
             }
         }
         None => {
@@ -464,6 +478,7 @@ fn main() {
                 host: addr.to_string(),
                 base_path: String::new(),
                 token: TOKEN.into(),
+                jsonrpc: false,
             }
         }
     };
@@ -478,6 +493,11 @@ fn main() {
     // `--pairs N`: instead of the cases, N pairs of a blocking-send window and a stream
     // window on the same server, alternating which goes first (see `stream_send_pairs`).
     let pairs: usize = arg("--pairs").and_then(|c| c.parse().ok()).unwrap_or(0);
+    // `--binding-pairs N`: instead of the cases, N pairs of an HTTP+JSON window and a
+    // JSON-RPC window per case (see `jsonrpc::binding_pairs`).
+    let binding_pairs: usize = arg("--binding-pairs")
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
     // `--versus URL --versus-token T`: with `--pairs`, a second server (B) against the first
     // (A), case by case (see `builds_pairs`): two builds compared.
     let versus = arg("--versus").map(|url| {
@@ -487,6 +507,7 @@ fn main() {
             host,
             base_path,
             token: arg("--versus-token").unwrap_or_default(),
+            jsonrpc: false,
         })
     });
     println!(
@@ -529,6 +550,20 @@ fn main() {
         }
         if pairs > 0 {
             pairs::stream_send_pairs(&t, conns, duration, pairs).await;
+            return;
+        }
+        if binding_pairs > 0 {
+            let rpc = Arc::new(jsonrpc::discover(&t).await);
+            jsonrpc::binding_pairs(
+                &t,
+                &rpc,
+                conns,
+                duration,
+                binding_pairs,
+                &wanted,
+                server_pid,
+            )
+            .await;
             return;
         }
         let mut ids = Arc::new(Vec::new());
@@ -586,6 +621,13 @@ fn main() {
                 )
                 .await,
             );
+        }
+        if ["rpc-send", "rpc-stream", "rpc-get", "rpc-list"]
+            .iter()
+            .any(|c| wanted(c))
+        {
+            let rpc = Arc::new(jsonrpc::discover(&t).await);
+            jsonrpc::cases(&rpc, conns, duration, send_duration, &wanted, &case).await;
         }
         // Last: an agent that settles in the background has a backlog after it.
         if wanted("intake") {

@@ -1,14 +1,16 @@
-// The comparison target of `benches/compare-sdk.sh`: the official @a2a-js/sdk HTTP+JSON
-// (REST) server with its in-memory task store, on 127.0.0.1, and an executor that settles
-// every Task at once (the same work our benchmark's agent does). Not part of the product.
-// Run: node benches/sdk-server.ts   → prints "LISTENING <interface url>"
+// The comparison target of `benches/compare-sdk.sh`: the official @a2a-js/sdk server with
+// its in-memory task store, on 127.0.0.1, serving both of the SDK's HTTP bindings from one
+// request handler (HTTP+JSON at /a2a, JSON-RPC at /jsonrpc, both listed in its Agent Card,
+// where the load generator finds the JSON-RPC one), and an executor that settles every
+// Task at once (the same work our benchmark's agent does). Not part of the product.
+// Run: node benches/sdk-server.ts   → prints "LISTENING <HTTP+JSON interface url>"
 import express from "express";
 import { randomUUID } from "node:crypto";
 import type { AddressInfo } from "node:net";
 import { TaskState, type AgentCard } from "@a2a-js/sdk";
 import { AgentEvent, DefaultRequestHandler, InMemoryTaskStore } from "@a2a-js/sdk/server";
 import type { AgentExecutor, ExecutionEventBus, RequestContext } from "@a2a-js/sdk/server";
-import { agentCardHandler, restHandler, UserBuilder } from "@a2a-js/sdk/server/express";
+import { agentCardHandler, jsonRpcHandler, restHandler, UserBuilder } from "@a2a-js/sdk/server/express";
 
 class SettleAtOnce implements AgentExecutor {
   async execute(ctx: RequestContext, bus: ExecutionEventBus): Promise<void> {
@@ -43,7 +45,11 @@ const server = app.listen(0, "127.0.0.1", () => {
     name: "sdk-reference",
     description: "official SDK server for comparison",
     version: "1.0.0",
-    supportedInterfaces: [{ url: `${base}/a2a`, protocolBinding: "HTTP+JSON", protocolVersion: "1.0", tenant: "" }],
+    supportedInterfaces: [
+      { url: `${base}/a2a`, protocolBinding: "HTTP+JSON", protocolVersion: "1.0", tenant: "" },
+      // The SDK's JSON-RPC handler serves only a version its card lists for JSONRPC.
+      { url: `${base}/jsonrpc`, protocolBinding: "JSONRPC", protocolVersion: "1.0", tenant: "" },
+    ],
     capabilities: { streaming: true, pushNotifications: false, extensions: [] },
     defaultInputModes: ["text/plain"],
     defaultOutputModes: ["text/plain"],
@@ -55,6 +61,7 @@ const server = app.listen(0, "127.0.0.1", () => {
   const handler = new DefaultRequestHandler(card, new InMemoryTaskStore(), new SettleAtOnce());
   app.use("/.well-known/agent-card.json", agentCardHandler({ agentCardProvider: handler }));
   app.use("/a2a", restHandler({ requestHandler: handler, userBuilder: UserBuilder.noAuthentication }));
+  app.use("/jsonrpc", jsonRpcHandler({ requestHandler: handler, userBuilder: UserBuilder.noAuthentication }));
   console.log(`LISTENING ${base}/a2a`);
 });
 process.on("SIGTERM", () => {

@@ -1,0 +1,255 @@
+//! The JSON-RPC 2.0 mode of `benches/http.rs`: the same work as the HTTP+JSON cases
+//! (a blocking send, a stream to the terminal event, a GET of a Task, a page of 50) as the
+//! JSON-RPC calls `SendMessage`, `SendStreamingMessage`, `GetTask` and `ListTasks`, POSTed
+//! to the JSON-RPC interface the server's Agent Card lists (ours serves it at its interface
+//! URL, the SDK's at a URL of its own). Cases `rpc-send`, `rpc-stream`, `rpc-get` and
+//! `rpc-list`; and `--binding-pairs N`: each binding against the other on one server.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::{
+    load, parse_url, posts, report, send_body, task_ids, thread_cpu, Conn, Requests, Target,
+};
+
+/// Each case's result: (rate, latencies, the first replies), as `load` gives it.
+type Outcome = (f64, Vec<Duration>, Vec<Vec<u8>>);
+
+/// The JSON-RPC endpoint of the server `t` serves HTTP+JSON for: the `JSONRPC` interface of
+/// its Agent Card (`/.well-known/agent-card.json` on the same host), with `t`'s token.
+pub async fn discover(t: &Target) -> Target {
+    let at_root = Target {
+        addr: t.addr,
+        host: t.host.clone(),
+        base_path: String::new(),
+        token: t.token.clone(),
+        jsonrpc: false,
+    };
+    let mut conn = Conn::open(t.addr).await;
+    let (status, body) = conn
+        .call(
+            &at_root,
+            "GET",
+            "/.well-known/agent-card.json",
+            "",
+            "application/json",
+        )
+        .await;
+    assert!(
+        status == 200,
+        "GET /.well-known/agent-card.json: HTTP {status}"
+    );
+    let card: serde_json::Value = serde_json::from_slice(&body).expect("the Agent Card is JSON");
+    let url = card["supportedInterfaces"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|i| i["protocolBinding"] == "JSONRPC")
+        .and_then(|i| i["url"].as_str())
+        .unwrap_or_else(|| panic!("the Agent Card lists no JSONRPC interface: {card}"));
+    let (addr, host, base_path) = parse_url(url);
+    Target {
+        addr,
+        host,
+        // A request line needs a path: the root when the interface URL has none.
+        base_path: if base_path.is_empty() {
+            "/".into()
+        } else {
+            base_path
+        },
+        token: t.token.clone(),
+        jsonrpc: true,
+    }
+}
+
+/// A JSON-RPC call (method, path, body, accept) for `load`: id `i`, `method` and `params`.
+fn call(i: usize, method: &str, params: &str, accept: &str) -> (String, String, String, String) {
+    (
+        "POST".into(),
+        String::new(),
+        format!(r#"{{"jsonrpc":"2.0","id":{i},"method":"{method}","params":{params}}}"#),
+        accept.into(),
+    )
+}
+
+/// The calls of case `case` (send, stream, get or list): the same messages as the
+/// HTTP+JSON cases' (tagged `tag`), the same Tasks read (`ids`), the same page.
+pub fn requests(case: &str, tag: &'static str, ids: Arc<Vec<String>>) -> Requests {
+    match case {
+        "send" => Arc::new(move |i| call(i, "SendMessage", &send_body(tag, i), "application/json")),
+        "stream" => Arc::new(move |i| {
+            call(
+                i,
+                "SendStreamingMessage",
+                &send_body(tag, i),
+                "text/event-stream",
+            )
+        }),
+        "get" => Arc::new(move |i| {
+            let id = &ids[i % ids.len()];
+            call(
+                i,
+                "GetTask",
+                &format!(r#"{{"id":"{id}"}}"#),
+                "application/json",
+            )
+        }),
+        "list" => Arc::new(|i| call(i, "ListTasks", r#"{"pageSize":50}"#, "application/json")),
+        other => panic!("no JSON-RPC case `{other}`"),
+    }
+}
+
+/// The Task ids of `SendMessage` results.
+pub fn result_task_ids(bodies: &[Vec<u8>]) -> Vec<String> {
+    bodies
+        .iter()
+        .filter_map(|b| serde_json::from_slice::<serde_json::Value>(b).ok())
+        .filter_map(|v| v["result"]["task"]["id"].as_str().map(str::to_string))
+        .collect()
+}
+
+/// The JSON-RPC cases `wanted` picks, in a fixed order (send, stream, get, list), against
+/// `rpc`, each reported through `case(label, key, outcome)`. The GET case reads the Tasks
+/// the send case made, so the send case runs when either does.
+pub async fn cases(
+    rpc: &Arc<Target>,
+    conns: usize,
+    duration: Duration,
+    send_duration: Duration,
+    wanted: &impl Fn(&str) -> bool,
+    case: &impl Fn(&'static str, &'static str, Outcome),
+) {
+    let none = Arc::new(Vec::new());
+    let mut ids = none.clone();
+    if wanted("rpc-send") || wanted("rpc-get") {
+        let sends = load(
+            rpc.clone(),
+            conns,
+            send_duration,
+            requests("send", "rpcsend", none.clone()),
+        )
+        .await;
+        ids = Arc::new(result_task_ids(&sends.2));
+        case("JSON-RPC SendMessage (blocking)", "rpc-send", sends);
+    }
+    if wanted("rpc-stream") {
+        let calls = requests("stream", "rpcstream", none.clone());
+        case(
+            "JSON-RPC SendStreamingMessage (to the end)",
+            "rpc-stream",
+            load(rpc.clone(), conns, duration, calls).await,
+        );
+    }
+    if wanted("rpc-get") {
+        let calls = requests("get", "rpcget", ids);
+        case(
+            "JSON-RPC GetTask",
+            "rpc-get",
+            load(rpc.clone(), conns, duration, calls).await,
+        );
+    }
+    if wanted("rpc-list") {
+        let calls = requests("list", "rpclist", none);
+        case(
+            "JSON-RPC ListTasks (pageSize 50)",
+            "rpc-list",
+            load(rpc.clone(), conns, duration, calls).await,
+        );
+    }
+}
+
+/// The HTTP+JSON calls of case `case`, as `benches/http.rs` makes them.
+fn http_requests(case: &str, tag: &'static str, ids: Arc<Vec<String>>) -> Requests {
+    let get = |path: String| ("GET".into(), path, String::new(), "application/json".into());
+    match case {
+        "send" => posts(tag, "/message:send", "application/json", |b| b),
+        "stream" => posts(tag, "/message:stream", "text/event-stream", |b| b),
+        "get" => Arc::new(move |i| get(format!("/tasks/{}", ids[i % ids.len()]))),
+        "list" => Arc::new(move |_| get("/tasks?pageSize=50".into())),
+        other => panic!("no HTTP+JSON case `{other}`"),
+    }
+}
+
+/// Our two bindings against each other on one server, paired: for each case `wanted`
+/// picks (send, stream, get, list), `pairs` pairs of a `window`-long HTTP+JSON run (`t`)
+/// and one of JSON-RPC (`rpc`), one right after the other, the first of a pair
+/// alternating, so both sides of a pair see the same host and store. Prints each pair's
+/// JSON-RPC / HTTP+JSON rate ratio and `RESULT binding <case> <median> <min> <max>`; with
+/// the server's `pid`, also the ratio of its CPU per request, HTTP+JSON / JSON-RPC (above
+/// 1 when JSON-RPC costs less), and `RESULT binding-cpu <case> <median> <min> <max>`: on
+/// a host whose other work takes the server's core, the rate follows that work, the CPU
+/// spent per request much less.
+pub async fn binding_pairs(
+    t: &Arc<Target>,
+    rpc: &Arc<Target>,
+    conns: usize,
+    window: Duration,
+    pairs: usize,
+    wanted: &impl Fn(&str) -> bool,
+    pid: Option<u32>,
+) {
+    // The server's CPU (clock ticks, every thread) so far.
+    let cpu = || pid.map_or(0, |pid| thread_cpu(pid).values().sum::<u64>());
+    // Both sides read the same Tasks (made over HTTP+JSON in a short window).
+    let mut ids = Arc::new(Vec::new());
+    if wanted("get") {
+        let sends = load(
+            t.clone(),
+            conns,
+            Duration::from_secs(1),
+            http_requests("send", "ids", ids.clone()),
+        )
+        .await;
+        ids = Arc::new(task_ids(&sends.2));
+    }
+    for case in ["send", "stream", "get", "list"] {
+        if !wanted(case) {
+            continue;
+        }
+        let (mut ratios, mut cpu_ratios) = (Vec::new(), Vec::new());
+        for pair in 0..pairs {
+            let order = if pair % 2 == 0 { [0, 1] } else { [1, 0] };
+            let (mut rates, mut per_request) = ([0.0; 2], [0.0; 2]);
+            for side in order {
+                // Unique messageIds in every window (a repeated one would be a cheap replay).
+                let tag: &'static str = format!("{case}{pair}b{side}").leak();
+                let (target, calls) = match side {
+                    0 => (t, http_requests(case, tag, ids.clone())),
+                    _ => (rpc, requests(case, tag, ids.clone())),
+                };
+                let label = format!("{case} {}", ["HTTP+JSON", "JSON-RPC"][side]);
+                let before = cpu();
+                let outcome = load(target.clone(), conns, window, calls).await;
+                per_request[side] = (cpu() - before) as f64 / outcome.1.len().max(1) as f64;
+                rates[side] = report(&label, outcome).0;
+            }
+            let ratio = rates[1] / rates[0];
+            println!("pair {pair}: {case} JSON-RPC / HTTP+JSON {ratio:.3}");
+            ratios.push(ratio);
+            if pid.is_some() {
+                let ratio = per_request[0] / per_request[1];
+                println!(
+                    "pair {pair}: {case} server CPU per request, HTTP+JSON / JSON-RPC {ratio:.3}"
+                );
+                cpu_ratios.push(ratio);
+            }
+        }
+        summary("binding", case, ratios);
+        if pid.is_some() {
+            summary("binding-cpu", case, cpu_ratios);
+        }
+    }
+}
+
+/// `RESULT <what> <case> <median> <min> <max>` of `ratios` (the median of an even count
+/// is the mean of the middle two).
+fn summary(what: &str, case: &str, mut ratios: Vec<f64>) {
+    ratios.sort_by(f64::total_cmp);
+    let n = ratios.len();
+    let median = (ratios[(n - 1) / 2] + ratios[n / 2]) / 2.0;
+    println!(
+        "RESULT {what} {case} {median:.3} {:.3} {:.3}",
+        ratios[0],
+        ratios[n - 1]
+    );
+}
