@@ -113,7 +113,7 @@ test("the driver holds the queue without a usable model, releases it once one is
     await activity("the note", (a) => a.taskId === taskId && a.message !== undefined);
     const held = await statusOf(plane, "alice", taskId);
     assert.equal(held.state, "TASK_STATE_SUBMITTED");
-    assert.match(held.message?.parts[0].text ?? "", /has no model configured at the moment, so this task waits; its operator has been told/);
+    assert.match(held.message?.parts[0].text ?? "", /has no usable model at the moment, so this task waits; its operator has been told/);
     assert.deepEqual(logged, ["a2a_no_model"], "no turn was tried; the operator's log says why");
 
     // A model is selected whose provider has no key: the turn is tried and fails with

@@ -85,7 +85,7 @@ export async function modelProblem(ctx: ExtensionContext | undefined): Promise<M
       operator: "the resident Pi has no model selected, so tasks wait until one is (start it with --provider/--model, or select one with /model in Pi)",
       footer: "held: no model",
       callers:
-        "The resident agent has no model configured at the moment, so this task waits; its operator has been told, and the task is worked on as soon as a model is available.",
+        "The resident agent has no usable model at the moment, so this task waits; its operator has been told, and the task is worked on as soon as a model is available.",
     };
   }
   if (ctx.modelRegistry.hasConfiguredAuth(model)) return undefined;
