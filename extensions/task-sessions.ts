@@ -32,7 +32,11 @@ export interface ModelProblem {
  * scheme). Pi names these variables nowhere else an extension can read. */
 export async function keyVariable(ctx: ExtensionContext, provider: string): Promise<string | undefined> {
   const auth = ctx.modelRegistry.getProvider(provider)?.auth?.apiKey;
+  // A key configured in models.json (a literal, or a command Pi would run) is not a
+  // variable: its lookup is not run again here.
   if (!auth) return undefined;
+  const status = ctx.modelRegistry.getProviderAuthStatus(provider) as { configured: boolean; source?: string };
+  if (status.configured && status.source !== "environment") return undefined;
   const asked: string[] = [];
   const env = async (name: string): Promise<undefined> => {
     asked.push(name);
