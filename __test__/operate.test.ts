@@ -82,6 +82,7 @@ test("a provider without a key holds the queue: the Task waits SUBMITTED with a 
     const line = await running;
     assert.match(line, /model anthropic\/claude-sonnet-4-5/);
     assert.match(line, /PROBLEM: the workflow manifest \(A2A_WORKFLOW_MANIFEST\) did not load.*\/nonexistent\/workflow-composition\.json/);
+    assert.match(line, /PROBLEM: the resident Pi's model anthropic\/claude-sonnet-4-5 cannot be used \(no API key or login\), so tasks wait: set ANTHROPIC_API_KEY/);
     const url = /A2A listener (http:\/\/127\.0\.0\.1:\d+)/.exec(line)?.[1] as string;
     // The blocking timeout is 10 minutes, longer than this test may run: the answer comes
     // because the queue is held, not because the wait ran out.

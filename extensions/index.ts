@@ -204,7 +204,11 @@ export default function a2aTaskPlane(pi: ExtensionAPI): void {
       ui.notify(`A2A listener serving at ${listener.url} (bearer tokens: ${process.env.A2A_CREDENTIALS_PATH}); /a2a shows the queue and tasks.`);
     }
     // For a host that embeds Pi (the headless runner announces where it serves).
-    pi.events.emit("a2a:ready", { url: listener?.url, store: plane.root, log: logFile, problems: configProblem ? [configProblem] : [] });
+    // A model that cannot work Tasks is a start-up problem too (the queue holds from the
+    // start): a service's operator reads it on the running line.
+    const held = await modelProblem(ctx);
+    const problems = [configProblem, held?.operator].filter((p): p is string => p !== undefined);
+    pi.events.emit("a2a:ready", { url: listener?.url, store: plane.root, log: logFile, problems });
   });
 
   pi.on("model_select", async (_event, ctx) => {
