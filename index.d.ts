@@ -165,6 +165,12 @@ export declare class StoreInspector {
   tasks(filter?: InspectFilter | undefined | null): Promise<TaskSummary[]>
   /** One Task (all history and artifacts) with its owner, or `null`. */
   task(taskId: string): Promise<InspectedTask | null>
+  /**
+   * The id of the Task a person named by typing part of its id (any prefix or suffix of
+   * 6+ characters, e.g. the short id shown), or `null` when no Task matches; throws
+   * when several do (naming them) or the text cannot be part of an id.
+   */
+  resolveTaskId(typed: string): Promise<string | null>
   /** The Task's Pi session file, if it has one. */
   sessionFile(taskId: string): string | null
   /** Counts by state, sizes, the oldest live Task. */
@@ -596,6 +602,13 @@ export interface SendResult {
 }
 
 /**
+ * The short id people see for a Task: its last 8 characters, the random tail of the
+ * UUIDv7 (unique in practice; the leading characters are the time, shared by every Task
+ * of a minute). `/a2a show` and the CLI find a Task by it.
+ */
+export declare function shortTaskId(taskId: string): string
+
+/**
  * Warnings about the environment to show once at startup (e.g. the legacy
  * `A2A_STORE_PATH`, which is not merged into the task-plane store).
  */
@@ -666,9 +679,10 @@ export interface TaskSummary {
 
 /**
  * How a turn ended: `ended` (the session's turn ran to its end; the Task may or may not
- * have been settled) or `failed` (a model or session error).
+ * have been settled), `failed` (a model or session error) or `held` (it could not run:
+ * the queue is held).
  */
-export type TurnOutcome = 'ended' | 'failed'
+export type TurnOutcome = 'ended' | 'failed' | 'held'
 
 /**
  * How a Task ends when it does not complete: `rejected` (the agent declines the work) or

@@ -773,7 +773,7 @@ if (
   }
 }
 
-const { A2AListener, A2aListener, AgentBridge, EmbedderAgent, StoreInspector, TaskPlane, CompletionOutcome, configureLogging, Continuation, defaultStoreRoot, DeliveryNext, DeliveryState, Disposition, InterruptKind, listenerEnabled, log, LogLevel, normalizeMessage, normalizeSendMessageRequest, protocolVersion, Recovery, RESPONSE_MAX_CHARS, startupWarnings, TaskState, taskStates, TurnOutcome, UnsuccessfulOutcome } = nativeBinding
+const { A2AListener, A2aListener, AgentBridge, EmbedderAgent, StoreInspector, TaskPlane, CompletionOutcome, configureLogging, Continuation, defaultStoreRoot, DeliveryNext, DeliveryState, Disposition, InterruptKind, listenerEnabled, log, LogLevel, normalizeMessage, normalizeSendMessageRequest, protocolVersion, Recovery, RESPONSE_MAX_CHARS, shortTaskId, startupWarnings, TaskState, taskStates, TurnOutcome, UnsuccessfulOutcome } = nativeBinding
 export { A2AListener }
 export { A2aListener }
 export { AgentBridge }
@@ -796,6 +796,7 @@ export { normalizeSendMessageRequest }
 export { protocolVersion }
 export { Recovery }
 export { RESPONSE_MAX_CHARS }
+export { shortTaskId }
 export { startupWarnings }
 export { TaskState }
 export { taskStates }

@@ -1,6 +1,7 @@
 // The session driver against the real addon, with a stand-in for Pi's context: without a
 // usable model it takes no wake and holds the queue (each waiting Task says why); once a
-// model is selected it releases the queue, and a turn that fails tells the caller why.
+// model is selected it releases the queue, and a turn the provider refuses for want of
+// credentials holds it again, no retry spent.
 import assert from "node:assert/strict";
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -8,7 +9,9 @@ import { join } from "node:path";
 import test from "node:test";
 import type { ExtensionAPI, ExtensionContext } from "@earendil-works/pi-coding-agent";
 import { AgentBridge, type TaskActivity, TaskPlane } from "../index.js";
-import { modelProblem, TaskSessionDriver } from "../extensions/task-sessions.ts";
+import { fauxProvider } from "@earendil-works/pi-ai";
+import { ModelRegistry, ModelRuntime } from "@earendil-works/pi-coding-agent";
+import { isAuthFailure, modelProblem, TaskSessionDriver } from "../extensions/task-sessions.ts";
 
 type Status = { state: string; message?: { parts: { text: string }[] } };
 
@@ -49,19 +52,44 @@ function activityOf(bridge: AgentBridge): (what: string, matches: (a: TaskActivi
   };
 }
 
-test("Pi's `unknown` placeholder is no model; a model without credentials is none either", async () => {
-  const registry = (configured: boolean, auth: { ok: boolean; error?: string }) =>
-    ({ hasConfiguredAuth: () => configured, getApiKeyAndHeaders: async () => auth }) as unknown as ExtensionContext["modelRegistry"];
-  const ctx = (model: unknown, modelRegistry = registry(true, { ok: true })) => ({ model, modelRegistry }) as unknown as ExtensionContext;
-  assert.match((await modelProblem(ctx({ provider: "unknown", id: "unknown" }))) ?? "", /no model selected/);
-  assert.match((await modelProblem(ctx(undefined))) ?? "", /no model selected/);
-  assert.equal(await modelProblem(ctx({ provider: "anthropic", id: "claude" })), undefined);
-  const noKey = registry(false, { ok: false, error: 'No API key found for "anthropic"' });
-  assert.match((await modelProblem(ctx({ provider: "anthropic", id: "claude" }, noKey))) ?? "", /anthropic\/claude cannot be used \(No API key found/);
-  assert.equal(await modelProblem(ctx({ provider: "local", id: "m" }, registry(false, { ok: true }))), undefined);
+test("Pi's `unknown` placeholder is no model; a model whose provider has no credentials is none either, and the fix names its key variable", async () => {
+  // Pi's own model registry over an empty agent directory and no key in the environment.
+  const agentDir = mkdtempSync(join(tmpdir(), "driver-agent-"));
+  for (const name of ["ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_OAUTH_TOKEN", "OPENAI_API_KEY"]) delete process.env[name];
+  const runtime = await ModelRuntime.create({ authPath: join(agentDir, "auth.json"), modelsPath: join(agentDir, "models.json"), refreshOnCreate: false });
+  const modelRegistry = new ModelRegistry(runtime);
+  const ctx = (model: unknown) => ({ model, modelRegistry }) as unknown as ExtensionContext;
+  assert.match((await modelProblem(ctx({ provider: "unknown", id: "unknown" })))?.operator ?? "", /no model selected/);
+  assert.match((await modelProblem(ctx(undefined)))?.footer ?? "", /^held: no model$/);
+  const claude = runtime.getModels("anthropic")[0];
+  assert.ok(claude, "Pi knows Anthropic's models");
+  const noKey = await modelProblem(ctx(claude));
+  assert.equal(noKey?.footer, "held: no key for anthropic");
+  assert.match(noKey?.callers ?? "", /provider anthropic has no credentials.*set ANTHROPIC_API_KEY in the resident's environment.*\/login anthropic/);
+  assert.doesNotMatch(noKey?.callers ?? "", /\/model/, "a service's fix is not Pi's model picker");
+  await runtime.setRuntimeApiKey("anthropic", "sk-test-not-a-real-key");
+  assert.equal(await modelProblem(ctx(claude)), undefined, "with a key the model is usable");
+  // A provider an extension registers (the faux one) resolves its own credentials.
+  const faux = fauxProvider({ provider: "faux", models: [{ id: "faux-1" }] });
+  runtime.registerNativeProvider(faux.provider);
+  assert.equal(await modelProblem(ctx(runtime.getModel("faux", "faux-1"))), undefined);
 });
 
-test("the driver holds the queue without a usable model, releases it once one is selected, and a failed turn says why", async () => {
+test("a turn's authentication error is told from other failures", () => {
+  for (const auth of [
+    "No API key found for anthropic.",
+    '401 {"type":"error","error":{"type":"authentication_error","message":"invalid x-api-key"}}',
+    "Incorrect API key provided: sk-abc",
+    "Request failed: Unauthorized",
+  ]) {
+    assert.ok(isAuthFailure(auth), auth);
+  }
+  for (const other of ["overloaded_error: Overloaded", "429 rate limit", "fetch failed", "context length exceeded (4010 tokens)"]) {
+    assert.ok(!isAuthFailure(other), other);
+  }
+});
+
+test("the driver holds the queue without a usable model, releases it once one is selected, and a provider's refusal of the key holds it again", async () => {
   const root = join(mkdtempSync(join(tmpdir(), "driver-")), "task-plane");
   const plane = await TaskPlane.open(root);
   const bridge = await AgentBridge.start(plane);
@@ -69,7 +97,7 @@ test("the driver holds the queue without a usable model, releases it once one is
     cwd: root,
     model: { provider: "unknown", id: "unknown" } as unknown,
     thinkingLevel: "off",
-    modelRegistry: { hasConfiguredAuth: () => true, getApiKeyAndHeaders: async () => ({ ok: true }), getProvider: () => undefined },
+    modelRegistry: { hasConfiguredAuth: () => true, getProvider: () => undefined },
   };
   const pi = { getThinkingLevel: () => "off" } as unknown as ExtensionAPI;
   const logged: string[] = [];
@@ -88,15 +116,18 @@ test("the driver holds the queue without a usable model, releases it once one is
     assert.match(held.message?.parts[0].text ?? "", /has no usable model at the moment, so this task waits; its operator has been told/);
     assert.deepEqual(logged, ["a2a_no_model"], "no turn was tried; the operator's log says why");
 
-    // A model is selected (one this stand-in cannot run): the queue is released, the turn
-    // is tried, fails, and the Task says why and when it is tried again.
+    // A model is selected whose provider has no key: the turn is tried and fails with
+    // the provider's authentication error, which holds the queue instead of spending a
+    // retry; the Task (delivered, so WORKING) says why and what the operator does.
     context.model = { provider: "nowhere", id: "no-such-model", api: "openai-completions" };
     driver.poke();
-    await activity("the failed turn's note", (a) => a.taskId === taskId && /turn on this task failed/.test(a.message ?? ""), 30_000);
-    assert.equal(bridge.held ?? null, null);
-    const failed = await statusOf(plane, "alice", taskId);
-    assert.equal(failed.state, "TASK_STATE_WORKING");
-    assert.match(failed.message?.parts[0].text ?? "", /It tries again in 5 s \(retry 1 of 3\)/);
+    await activity("the refusal's note", (a) => a.taskId === taskId && /refused its credentials/.test(a.message ?? ""), 30_000);
+    assert.match(bridge.held ?? "", /provider nowhere refused its credentials/);
+    const refused = await statusOf(plane, "alice", taskId);
+    assert.equal(refused.state, "TASK_STATE_WORKING");
+    assert.match(refused.message?.parts[0].text ?? "", /This task waits and is worked on once the operator fixes them \(log in once with Pi/);
+    assert.doesNotMatch(refused.message?.parts[0].text ?? "", /tries again/, "no retry was spent");
+    assert.equal(driver.heldFor?.footer, "held: nowhere refused the key");
     // Logged once turnEnded is done (the note above is written during it).
     await until(`a2a_turn_ended in the log (${logged.join(",")})`, () => logged.includes("a2a_turn_ended"));
   } finally {

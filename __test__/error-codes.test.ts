@@ -136,7 +136,7 @@ test("an invalid enum argument is INVALID_ARGUMENT, naming the parameter and its
 
     const outcome = await failure(() => bridge.turnEnded("t-1", "done" as TurnOutcome));
     assert.equal(outcome.code, "INVALID_ARGUMENT");
-    assert.equal(outcome.message, "invalid `outcome`: `done`; use one of ended, failed");
+    assert.equal(outcome.message, "invalid `outcome`: `done`; use one of ended, failed, held");
 
     const notAString = await failure(() => bridge.completeTask("t-1", 7 as never, "x"));
     assert.equal(notAString.code, "INVALID_ARGUMENT");

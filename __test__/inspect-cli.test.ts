@@ -47,8 +47,8 @@ test("the inspection CLI lists, shows, finds sessions, counts and checks, read-o
     // While the store is open (the resident runs): no lock is taken.
     const tasks = run("--store", root, "tasks");
     assert.equal(tasks.code, 0, tasks.err);
-    assert.match(tasks.out, new RegExp(`${done}\\s+alice\\s+completed`));
-    assert.match(tasks.out, new RegExp(`${waiting}\\s+bob\\s+submitted`));
+    assert.match(tasks.out, new RegExp(`${done.slice(-8)}\\s+alice\\s+completed`));
+    assert.match(tasks.out, new RegExp(`${waiting.slice(-8)}\\s+bob\\s+submitted`));
     const byState = run("--store", root, "tasks", "--state", "input-required");
     assert.equal(byState.out.trim(), "No A2A tasks.");
     const json = JSON.parse(run("--store", root, "tasks", "--principal", "bob", "--json").out);
@@ -59,13 +59,13 @@ test("the inspection CLI lists, shows, finds sessions, counts and checks, read-o
     assert.match(show.out, /Status: completed/);
     assert.match(show.out, /caller: summarise the report/);
     assert.match(show.out, /Artifacts: response/);
-    assert.match(show.out, /pi --export \S+\.jsonl task\.html/);
+    assert.match(show.out, /export it as a page: \S+ \S+a2a-task-plane\.js --store \S+ export [0-9a-f]{8} task\.html/);
     const a2a = JSON.parse(run("--store", root, "show", done, "--json").out);
     assert.equal(a2a.id, done);
     assert.equal(a2a.status.state, "TASK_STATE_COMPLETED");
 
     const session = run("--store", root, "session", done);
-    assert.match(session.out, new RegExp(`sessions/${done}/\\S+\\.jsonl\\nexport it as a page: pi --export`));
+    assert.match(session.out, new RegExp(`sessions/${done}/\\S+\\.jsonl\\nexport it as a page: \\S+ \\S+a2a-task-plane\\.js --store \\S+ export ${done.slice(-8)} task\\.html`));
     assert.equal(run("--store", root, "session", waiting).code, 1);
 
     const stats = run("--store", root, "stats", "--json");

@@ -49,7 +49,7 @@ test("a burst of activity is one notification line; a single event says what it 
   assert.deepEqual(summarizeActivity(arrivals), { text: "A2A: 100 tasks arrived", level: "info" });
   const one = randomUUID();
   assert.deepEqual(summarizeActivity([{ taskId: one, state: "TASK_STATE_FAILED", message: "the manifest did not load" }]), {
-    text: `A2A task ${one.slice(0, 8)} failed: the manifest did not load`,
+    text: `A2A task ${one.slice(-8)} failed: the manifest did not load`,
     level: "warning",
   });
   const mixed = summarizeActivity([
@@ -59,17 +59,17 @@ test("a burst of activity is one notification line; a single event says what it 
   ]);
   assert.deepEqual(mixed, { text: "A2A: 1 task arrived, 1 waits for the caller", level: "info" });
   assert.deepEqual(summarizeActivity([{ taskId: one, state: "TASK_STATE_AUTH_REQUIRED" }]), {
-    text: `A2A task ${one.slice(0, 8)} waits for its caller`,
+    text: `A2A task ${one.slice(-8)} waits for its caller`,
     level: "info",
   });
   // Notes that keep the state (why a task waits) are for callers, not a notification.
   assert.equal(summarizeActivity([{ taskId: one, state: "TASK_STATE_SUBMITTED", message: "no model" }]), undefined);
   assert.equal(footerText({ url: "http://127.0.0.1:8788", waiting: 0 }), "A2A http://127.0.0.1:8788 · idle");
   assert.equal(
-    footerText({ url: "http://127.0.0.1:8788", waiting: 3, active: "0192ab12-0000" }),
-    "A2A http://127.0.0.1:8788 · working 0192ab12 · 3 waiting",
+    footerText({ url: "http://127.0.0.1:8788", waiting: 3, active: "01a251bb-993d-73ff-b424-5f05c59df948" }),
+    "A2A http://127.0.0.1:8788 · working c59df948 · 3 waiting",
   );
-  assert.match(footerText({ url: "u", waiting: 2, held: "no model" }), /held: no usable model · 2 waiting/);
+  assert.equal(footerText({ url: "u", waiting: 2, held: "held: no key for anthropic" }), "A2A u · held: no key for anthropic · 2 waiting");
 });
 
 test("the footer shows the listener and the queue; arrivals and settlements are notified; /a2a tasks and show", async () => {
@@ -93,19 +93,19 @@ test("the footer shows the listener and the queue; arrivals and settlements are 
       (r) =>
         r.type === "extension_ui_request" &&
         r.method === "notify" &&
-        (/^A2A: 1 task arrived, 1 completed$/.test(String(r.message)) || String(r.message) === `A2A task ${task.id.slice(0, 8)} completed`),
+        (/^A2A: 1 task arrived, 1 completed$/.test(String(r.message)) || String(r.message) === `A2A task ${task.id.slice(-8)} completed`),
     );
     assert.equal(note.notifyType, "info");
-    assert.ok(statuses(pi).includes(`A2A ${url} · working ${task.id.slice(0, 8)}`), statuses(pi).join("\n"));
+    assert.ok(statuses(pi).includes(`A2A ${url} · working ${task.id.slice(-8)}`), statuses(pi).join("\n"));
 
     const listed = await command(pi, "/a2a tasks completed", /uitester/);
-    assert.match(listed, new RegExp(`^A2A tasks, newest status first \\(1;.*\n${task.id}\\s+uitester\\s+completed\\s+\\d+ s ago$`));
+    assert.match(listed, new RegExp(`^A2A tasks, newest status first \\(1;.*\n${task.id.slice(-8)}\\s+uitester\\s+completed\\s+\\d+ s ago$`));
     const shown = await command(pi, `/a2a show ${task.id}`, /^Task /);
     assert.match(shown, /Status: completed/);
     assert.match(shown, /caller: summarise the ui test/);
     assert.match(shown, /Artifacts: summary, response/);
     assert.match(shown, new RegExp(`Pi session: \\S+/sessions/${task.id}/\\S+\\.jsonl`));
-    assert.match(shown, /pi --export/);
+    assert.match(shown, /export it as a page: \S+ \S+a2a-task-plane\.js --store \S+ export [0-9a-f]{8} task\.html/);
     const bad = await command(pi, "/a2a tasks sleeping", /invalid `state`/);
     assert.match(bad, /use one of TASK_STATE_SUBMITTED, TASK_STATE_WORKING, .*, or the short names submitted, working/);
   } finally {
@@ -124,7 +124,7 @@ test("startup problems reach the person through the UI: credentials readable by 
     const all = notices(pi).join("\n");
     assert.match(all, /readable by other users \(mode 644\).*chmod 600/);
     assert.match(all, /workflow manifest \(A2A_WORKFLOW_MANIFEST\) did not load.*is not JSON/);
-    await pi.waitFor((r) => r.type === "extension_ui_request" && r.method === "setStatus" && /held: no usable model/.test(String(r.statusText)));
+    await pi.waitFor((r) => r.type === "extension_ui_request" && r.method === "setStatus" && /held: no model · /.test(String(r.statusText)));
   } finally {
     assert.equal(await pi.close(), 0, pi.stderr);
   }

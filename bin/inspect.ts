@@ -1,8 +1,12 @@
 // The store inspection CLI: lists and shows Tasks, finds a Task's Pi session, counts, and
 // checks the store. It opens the store read-only (no root lock, never a write), so it works
 // while the resident runs. Run it as `bin/a2a-task-plane <command>`.
+import { spawnSync } from "node:child_process";
+import { existsSync } from "node:fs";
+import { dirname, join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
 import { StoreInspector, type TaskState, taskStates } from "../index.js";
-import { age, stateName, taskDetail, taskLines } from "../extensions/resident-ui.ts";
+import { age, exportCommand, stateName, taskDetail, taskLines } from "../extensions/resident-ui.ts";
 
 const { active, interrupted, terminal } = taskStates();
 const states = [...active, ...interrupted, ...terminal].map(stateName);
@@ -15,8 +19,11 @@ Looks inside a task-plane store, read-only (no lock, never a write; fine while t
   show <taskId> [--json]
                       one Task: status, history, artifacts, its Pi session (--json: the A2A Task)
   session <taskId>    the Task's Pi session file, and how to export it as a page
+  export <taskId> <file.html>
+                      writes the Task's Pi session as an HTML page (Pi's own export)
   stats [--json]      counts by state, store size, the oldest live Task
   check               SQLite's integrity check and the store's own invariants (exit 1 on a problem)
+<taskId> is the id, or 6+ characters of its start or end (the short id shown is its end).
 --store defaults to CHANNELS_TASK_STORE_PATH, else \${XDG_DATA_HOME:-~/.local/share}/outfitter/channels/task-plane.
 States: ${states.join(", ")}.`;
 
@@ -38,6 +45,43 @@ function parse(argv: string[]): { command: string; positional: string[]; flags: 
     else positional.push(arg);
   }
   return { command: positional.shift() ?? "", positional, flags };
+}
+
+/** The full id of the Task named by `typed` (see the usage); throws a person's error. */
+async function findTask(inspector: StoreInspector, typed: string | undefined, command: string): Promise<string> {
+  if (!typed) throw new UsageError(`${command} needs a task id`);
+  const taskId = await inspector.resolveTaskId(typed);
+  if (!taskId) throw new Error(`no task id starts or ends with ${typed} in ${inspector.root} (a2a-task-plane tasks lists them)`);
+  return taskId;
+}
+
+/** The Task's Pi session file; throws when it has none. */
+function sessionOf(inspector: StoreInspector, taskId: string): string {
+  const file = inspector.sessionFile(taskId);
+  if (!file) {
+    throw new Error(`task ${taskId} has no Pi session in ${inspector.root}/sessions (the agent has not worked on it, or it was compacted)`);
+  }
+  return file;
+}
+
+/** Pi's own export of a session file to HTML: its CLI's `--export`, run by this Node (Pi
+ * needs Node 22, as this command does), offline and without its update check. Pi exports
+ * no function for it. Returns the file written. */
+function exportSession(session: string, file: string): string {
+  const pi = fileURLToPath(import.meta.resolve("@earendil-works/pi-coding-agent"));
+  const cli = join(dirname(pi), "bundle", "cli.js");
+  if (!existsSync(cli)) throw new Error(`Pi's command is not at ${cli}; reinstall @earendil-works/pi-coding-agent`);
+  const run = spawnSync(process.execPath, [cli, "--export", session, file], {
+    env: { ...process.env, PI_OFFLINE: "1", PI_SKIP_VERSION_CHECK: "1", PI_TELEMETRY: "0" },
+    stdio: ["ignore", "pipe", "pipe"],
+    encoding: "utf8",
+    timeout: 120_000,
+  });
+  if (run.status !== 0 || !existsSync(file)) {
+    const why = (run.stderr || run.stdout || run.error?.message || `exit status ${run.status}`).trim();
+    throw new Error(`Pi could not export ${session} to ${file}: ${why}`);
+  }
+  return file;
 }
 
 // The operator's spelling (`input-required`); the addon checks it and names the states it
@@ -70,26 +114,25 @@ async function main(): Promise<number> {
         return 0;
       }
       case "show": {
-        const [taskId] = positional;
-        if (!taskId) throw new UsageError("show needs a task id");
+        const taskId = await findTask(inspector, positional[0], "show");
         const found = await inspector.task(taskId);
-        if (!found) {
-          process.stderr.write(`a2a-task-plane: no task ${taskId} in ${inspector.root}\n`);
-          return 1;
-        }
-        out(json ? JSON.stringify(found.task, null, 2) : taskDetail(found.principal, found.source, found.task, inspector.sessionFile(taskId) ?? undefined));
+        if (!found) throw new Error(`no task ${taskId} in ${inspector.root}`);
+        out(json ? JSON.stringify(found.task, null, 2) : taskDetail(found.principal, found.source, found.task, inspector.sessionFile(taskId) ?? undefined, inspector.root));
         return 0;
       }
       case "session": {
-        const [taskId] = positional;
-        if (!taskId) throw new UsageError("session needs a task id");
-        const file = inspector.sessionFile(taskId);
-        if (!file) {
-          process.stderr.write(`a2a-task-plane: task ${taskId} has no Pi session in ${inspector.root}/sessions (the agent has not worked on it, or it was compacted)\n`);
-          return 1;
-        }
-        out(file);
-        out(`export it as a page: pi --export ${file} task.html`);
+        const taskId = await findTask(inspector, positional[0], "session");
+        out(sessionOf(inspector, taskId));
+        out(`export it as a page: ${exportCommand(inspector.root, taskId)}`);
+        return 0;
+      }
+      case "export": {
+        const [, file] = positional;
+        const taskId = await findTask(inspector, positional[0], "export");
+        if (!file) throw new UsageError("export needs the file to write, e.g. task.html");
+        const session = sessionOf(inspector, taskId);
+        const written = exportSession(session, resolve(file));
+        out(`wrote ${written} (task ${taskId})`);
         return 0;
       }
       case "stats": {

@@ -112,8 +112,8 @@ async function main(): Promise<void> {
   const agentDir = getAgentDir();
   const extensions = [packageRoot, ...(options.demo ? [join(packageRoot, "extensions", "demo-agent.ts")] : [])];
   const events = createEventBus();
-  const ready = new Promise<{ url?: string; store: string; log?: string }>((resolve) =>
-    events.on("a2a:ready", (data) => resolve(data as { url?: string; store: string; log?: string })),
+  const ready = new Promise<{ url?: string; store: string; log?: string; problems?: string[] }>((resolve) =>
+    events.on("a2a:ready", (data) => resolve(data as { url?: string; store: string; log?: string; problems?: string[] })),
   );
 
   const createRuntime: CreateAgentSessionRuntimeFactory = async ({ cwd, agentDir, sessionManager, sessionStartEvent }) => {
@@ -180,9 +180,12 @@ async function main(): Promise<void> {
   const info = await Promise.race([ready, new Promise<undefined>((r) => void setTimeout(r, 5_000))]);
   const model = runtime.session.model;
   const modelName = model && model.provider !== "unknown" ? `${model.provider}/${model.id}` : "none";
+  // A problem the task plane runs with (a workflow manifest that did not load) is part of
+  // the one line a service's operator reads.
+  const problems = (info?.problems ?? []).map((p) => ` PROBLEM: ${p}.`).join("");
   process.stderr.write(
     info
-      ? `${NAME}: running (pid ${process.pid}); A2A listener ${info.url ?? "off (A2A_SERVER is not 1)"}; store ${info.store}; log ${info.log ?? "stderr only"}; model ${modelName}. Stop with SIGTERM.\n`
+      ? `${NAME}: running (pid ${process.pid}); A2A listener ${info.url ?? "off (A2A_SERVER is not 1)"}; store ${info.store}; log ${info.log ?? "stderr only"}; model ${modelName}. Stop with SIGTERM.${problems}\n`
       : `${NAME}: running (pid ${process.pid}); model ${modelName}. Stop with SIGTERM.\n`,
   );
 }

@@ -15,6 +15,7 @@ import {
   listenerEnabled,
   log,
   protocolVersion,
+  StoreInspector,
   startupWarnings,
   TaskPlane,
   type TaskState,
@@ -39,7 +40,18 @@ function plainError(text: string): Error {
   return err;
 }
 
-const USAGE = "usage: /a2a [status] | /a2a tasks [state] | /a2a show <taskId>";
+const USAGE = "usage: /a2a [status] | /a2a tasks [state] | /a2a show <taskId> (6+ characters of its start or end, e.g. the short id shown)";
+
+/** The Task whose id starts or ends with what the person typed (the store's own rule, read
+ * through a read-only view of the store), or `null`; throws when several match. */
+async function findTask(root: string, typed: string): Promise<string | null> {
+  const inspector = StoreInspector.open(root);
+  try {
+    return await inspector.resolveTaskId(typed);
+  } finally {
+    inspector.close();
+  }
+}
 
 const { active } = taskStates();
 
@@ -52,6 +64,10 @@ export default function a2aTaskPlane(pi: ExtensionAPI): void {
   let ui: ResidentUi | undefined;
   let logFile: string | undefined;
   let startProblem: string | undefined;
+  /** A configuration problem the task plane runs with (a workflow manifest that did not
+   * load): in /a2a, in the `a2a:ready` event (the headless runner's start-up line) and in
+   * Pi's notifications. */
+  let configProblem: string | undefined;
 
   // A direct responder another extension registered: it answers simple interactions with
   // a direct A2A Message before any Task exists (see the README, "Answering simple
@@ -82,6 +98,7 @@ export default function a2aTaskPlane(pi: ExtensionAPI): void {
   const status = (): string => {
     if (!plane) return `A2A task plane: not running${startProblem ? `\n${startProblem}` : ""}`;
     const lines = [
+      ...(configProblem ? [`Problem: ${configProblem}`] : []),
       `A2A task plane: store ${plane.root}`,
       listener
         ? `Serving A2A ${protocolVersion()} (HTTP+JSON) at ${listener.url}`
@@ -92,7 +109,7 @@ export default function a2aTaskPlane(pi: ExtensionAPI): void {
       const held = driver?.heldFor;
       const active = bridge.authority;
       lines.push(
-        held ? `Queue held: ${held}` : active ? `Working on task ${active}` : "Idle",
+        held ? `Queue held: ${held.operator}` : active ? `Working on task ${active}` : "Idle",
         `${bridge.waiting} task(s) waiting`,
       );
     }
@@ -151,16 +168,13 @@ export default function a2aTaskPlane(pi: ExtensionAPI): void {
     }
     const startedBridge = bridge;
     for (const warning of listener?.warnings ?? []) ui.notify(`A2A: ${warning}`, "warning");
+    configProblem = undefined;
     try {
       startedBridge.declaredOutputs();
     } catch (err) {
-      ui.notify(
-        `A2A workflow manifest (A2A_WORKFLOW_MANIFEST) did not load, so every declared output is refused: ${message(err)}. Fix it, then /reload.`,
-        "error",
-      );
+      configProblem = `the workflow manifest (A2A_WORKFLOW_MANIFEST) did not load, so every declared output is refused: ${message(err)}`;
+      ui.notify(`A2A ${configProblem}. Fix it, then /reload.`, "error");
     }
-    const problem = await modelProblem(ctx);
-    if (problem) ui.notify(`A2A: ${problem}.`, "warning");
     startedBridge.watchActivity((err, batch) => {
       if (err || !batch) return;
       // What happens is in the log as well (a service has no screen): arrivals and every
@@ -174,9 +188,14 @@ export default function a2aTaskPlane(pi: ExtensionAPI): void {
       ui?.update({ waiting: startedBridge.waiting });
     });
     const startedPlane = plane;
-    const startedDriver = new TaskSessionDriver(pi, startedBridge, () => context, (taskId) => startedPlane.sessionDir(taskId), log, () =>
-      ui?.update({ active: startedDriver.active, waiting: startedBridge.waiting, held: startedDriver.heldFor }),
-    );
+    // The person is told once each time the queue becomes held for a new reason.
+    let toldHold: string | undefined;
+    const startedDriver = new TaskSessionDriver(pi, startedBridge, () => context, (taskId) => startedPlane.sessionDir(taskId), log, () => {
+      const held = startedDriver.heldFor;
+      if (held && held.operator !== toldHold) ui?.notify(`A2A: ${held.operator}.`, "warning");
+      toldHold = held?.operator;
+      ui?.update({ active: startedDriver.active, waiting: startedBridge.waiting, held: held?.footer });
+    });
     driver = startedDriver;
     driver.start();
     ui.update({ url: listener?.url, waiting: startedBridge.waiting });
@@ -185,7 +204,11 @@ export default function a2aTaskPlane(pi: ExtensionAPI): void {
       ui.notify(`A2A listener serving at ${listener.url} (bearer tokens: ${process.env.A2A_CREDENTIALS_PATH}); /a2a shows the queue and tasks.`);
     }
     // For a host that embeds Pi (the headless runner announces where it serves).
-    pi.events.emit("a2a:ready", { url: listener?.url, store: plane.root, log: logFile });
+    // A model that cannot work Tasks is a start-up problem too (the queue holds from the
+    // start): a service's operator reads it on the running line.
+    const held = await modelProblem(ctx);
+    const problems = [configProblem, held?.operator].filter((p): p is string => p !== undefined);
+    pi.events.emit("a2a:ready", { url: listener?.url, store: plane.root, log: logFile, problems });
   });
 
   pi.on("model_select", async (_event, ctx) => {
@@ -217,9 +240,11 @@ export default function a2aTaskPlane(pi: ExtensionAPI): void {
           ctx.ui.notify(taskLines(await plane.recentTasks((arg as TaskState | undefined) ?? null)), "info");
         } else if (verb === "show" && arg) {
           if (!plane) return ctx.ui.notify(status(), "warning");
-          const found = await plane.inspectTask(arg);
-          if (!found) return ctx.ui.notify(`No A2A task ${arg} in ${plane.root}.`, "warning");
-          ctx.ui.notify(taskDetail(found.principal, found.source, found.task, plane.sessionFile(arg) ?? undefined), "info");
+          const root = plane.root;
+          const taskId = await findTask(root, arg);
+          const found = taskId ? await plane.inspectTask(taskId) : null;
+          if (!taskId || !found) return ctx.ui.notify(`No A2A task id starts or ends with ${arg} in ${root}.`, "warning");
+          ctx.ui.notify(taskDetail(found.principal, found.source, found.task, plane.sessionFile(taskId) ?? undefined, root), "info");
         } else {
           ctx.ui.notify(USAGE, "warning");
         }

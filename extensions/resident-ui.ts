@@ -3,8 +3,9 @@
 // wait), short notifications when Tasks arrive, settle, fail or wait for their caller
 // (collapsed under bursts: a window of activity is one line), and the text of `/a2a`.
 // Nothing here writes to stdout or stderr: Pi's UI API only (a no-op without a UI).
+import { fileURLToPath } from "node:url";
 import type { ExtensionContext } from "@earendil-works/pi-coding-agent";
-import { type TaskActivity, type TaskSummary, taskStates } from "../index.js";
+import { shortTaskId, type TaskActivity, type TaskSummary, taskStates } from "../index.js";
 
 type Level = "info" | "warning" | "error";
 
@@ -13,7 +14,17 @@ export const ACTIVITY_WINDOW_MS = 1_000;
 
 const { active, interrupted } = taskStates();
 
-const short = (taskId: string): string => taskId.slice(0, 8);
+const short = (taskId: string): string => shortTaskId(taskId);
+
+/** This package's command, run by the Node that runs this (Pi needs Node 22, so this one
+ * can run Pi's export): a command printed with it runs as is, on PATH or not. */
+const command = [process.execPath, fileURLToPath(new URL("../bin/a2a-task-plane.js", import.meta.url))];
+const quoted = (word: string): string => (/^[\w@%+=:,./-]+$/.test(word) ? word : `'${word.replace(/'/g, "'\\''")}'`);
+
+/** The command that writes a Task's Pi session as an HTML page. */
+export function exportCommand(storeRoot: string, taskId: string, file = "task.html"): string {
+  return [...command, "--store", storeRoot, "export", short(taskId), file].map(quoted).join(" ");
+}
 /** A state as the operator spells it: `TASK_STATE_INPUT_REQUIRED` → `input-required`. */
 export const stateName = (state: string): string => state.replace(/^TASK_STATE_/, "").toLowerCase().replace(/_/g, "-");
 
@@ -65,6 +76,7 @@ export interface FooterState {
   url?: string;
   active?: string;
   waiting: number;
+  /** Why the queue is held, as the footer says it (`held: no key for anthropic`). */
   held?: string;
   problem?: string;
 }
@@ -73,7 +85,7 @@ export interface FooterState {
 export function footerText(state: FooterState): string {
   if (state.problem) return "A2A: not running (see /a2a)";
   const where = state.url ? `A2A ${state.url}` : "A2A (no listener)";
-  if (state.held) return `${where} · held: no usable model · ${state.waiting} waiting`;
+  if (state.held) return `${where} · ${state.held} · ${state.waiting} waiting`;
   const work = state.active ? `working ${short(state.active)}` : "idle";
   return state.waiting > 0 ? `${where} · ${work} · ${state.waiting} waiting` : `${where} · ${work}`;
 }
@@ -81,8 +93,8 @@ export function footerText(state: FooterState): string {
 /** Lines for `/a2a tasks`. */
 export function taskLines(tasks: TaskSummary[], now = Date.now()): string {
   if (tasks.length === 0) return "No A2A tasks.";
-  const lines = tasks.map((t) => `${t.taskId}  ${t.principal.padEnd(12)} ${stateName(t.state).padEnd(15)} ${age(t.statusMs, now)}`);
-  return [`A2A tasks, newest status first (${tasks.length}; /a2a show <id> for one):`, ...lines].join("\n");
+  const lines = tasks.map((t) => `${short(t.taskId)}  ${t.principal.padEnd(12)} ${stateName(t.state).padEnd(15)} ${age(t.statusMs, now)}`);
+  return [`A2A tasks, newest status first (${tasks.length}; show <id> for one):`, ...lines].join("\n");
 }
 
 type A2APart = { text?: string; data?: unknown; url?: string; raw?: string; filename?: string };
@@ -102,8 +114,8 @@ const oneLine = (text: string, max = 100): string => {
   return flat.length > max ? `${flat.slice(0, max - 1)}…` : flat;
 };
 
-/** Text for `/a2a show <taskId>`. */
-export function taskDetail(principal: string, source: string, task: A2ATask, sessionFile: string | undefined): string {
+/** Text for `/a2a show <taskId>` (and the CLI's `show`). */
+export function taskDetail(principal: string, source: string, task: A2ATask, sessionFile: string | undefined, storeRoot: string): string {
   const lines = [
     `Task ${task.id} (principal ${principal}, source ${source}, context ${task.contextId})`,
     `Status: ${stateName(task.status?.state ?? "unknown")} at ${task.status?.timestamp ?? "?"}`,
@@ -120,7 +132,7 @@ export function taskDetail(principal: string, source: string, task: A2ATask, ses
   lines.push(artifacts.length ? `Artifacts: ${artifacts.map((a) => a.name ?? "(unnamed)").join(", ")}` : "Artifacts: none");
   lines.push(
     sessionFile
-      ? `Pi session: ${sessionFile}\n  export it as a page: pi --export ${sessionFile} task.html`
+      ? `Pi session: ${sessionFile}\n  export it as a page: ${exportCommand(storeRoot, task.id ?? "")}`
       : "Pi session: none yet (the agent has not worked on it)",
   );
   return lines.join("\n");

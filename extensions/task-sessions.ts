@@ -17,25 +17,97 @@ import {
 import type { AgentBridge, WakeInfo } from "../index.js";
 import { registerTaskTools } from "./task-tools.ts";
 
-/** What a caller reads while the resident has no usable model (the details, and what to
- * do about them, are for the operator: the Pi UI and the log). */
-export const NO_MODEL_FOR_CALLERS =
-  "The resident agent has no usable model at the moment, so this task waits; its operator has been told, and the task is worked on as soon as a model is available.";
+/** Why the resident cannot work Tasks now, for each audience: the operator (Pi's
+ * notification and the log), the footer (`held: …`), and the callers (each held Task's
+ * status note: the provider and the fix for a service, never Pi commands alone). */
+export interface ModelProblem {
+  operator: string;
+  footer: string;
+  callers: string;
+}
+
+/** A provider's environment variable for its API key, as its own key lookup asks for it
+ * (the first `…_API_KEY` it reads, else the first variable), found by running that lookup
+ * against an empty environment; `undefined` when it reads none (OAuth only, or its own
+ * scheme). Pi names these variables nowhere else an extension can read. */
+export async function keyVariable(ctx: ExtensionContext, provider: string): Promise<string | undefined> {
+  const auth = ctx.modelRegistry.getProvider(provider)?.auth?.apiKey;
+  // A key configured in models.json (a literal, or a command Pi would run) is not a
+  // variable: its lookup is not run again here.
+  if (!auth) return undefined;
+  const status = ctx.modelRegistry.getProviderAuthStatus(provider) as { configured: boolean; source?: string };
+  if (status.configured && status.source !== "environment") return undefined;
+  const asked: string[] = [];
+  const env = async (name: string): Promise<undefined> => {
+    asked.push(name);
+    return undefined;
+  };
+  try {
+    await auth.resolve({ ctx: { env } as never, credential: undefined, signal: new AbortController().signal } as never);
+  } catch {
+    // A lookup that needs more than variables (files, commands) says nothing more here.
+  }
+  return asked.find((name) => name.endsWith("_API_KEY")) ?? asked[0];
+}
+
+/** What an operator does so that `provider` has credentials: its key variable in the
+ * resident's environment, or Pi's login kept in the agent directory. */
+async function credentialFix(ctx: ExtensionContext, provider: string): Promise<string> {
+  const variable = await keyVariable(ctx, provider);
+  const login = `log in once with Pi (\`pi\`, then /login ${provider}) using the resident's PI_CODING_AGENT_DIR`;
+  return variable ? `set ${variable} in the resident's environment and restart it, or ${login}` : login;
+}
+
+/** Whether a turn's error is the provider refusing (or missing) the credentials: no key,
+ * 401/403, or the provider's own authentication error. Retrying cannot help until the
+ * operator fixes the credentials, so such a turn holds the queue. */
+export function isAuthFailure(error: string): boolean {
+  return /no api key|api key not valid|invalid[ _-]?(x-)?api[ _-]?key|incorrect api key|authentication[ _]?error|unauthori[sz]ed|\b401\b|invalid bearer token|oauth token (has )?expired|permission_denied/i.test(
+    error,
+  );
+}
+
+/** The problem of a provider that refused the credentials in a turn (`error`). */
+export async function authProblem(ctx: ExtensionContext, provider: string, error: string): Promise<ModelProblem> {
+  const fix = await credentialFix(ctx, provider);
+  const cause = error.split("\n")[0].trim();
+  return {
+    operator: `the model provider ${provider} refused the resident's credentials (${cause}), so tasks wait: ${fix}`,
+    footer: `held: ${provider} refused the key`,
+    callers: `The resident agent cannot work on tasks now: its model provider ${provider} refused its credentials. This task waits and is worked on once the operator fixes them (${fix}).`,
+  };
+}
 
 /** Why the resident cannot work Tasks with its current model, or `undefined` when it can.
- * Pi's placeholder model (provider and id `unknown`) is no model; a model whose provider
- * has no key or login configured cannot answer either. (The credentials Pi resolves for
- * the check are not kept.) */
-export async function modelProblem(ctx: ExtensionContext | undefined): Promise<string | undefined> {
+ * Pi's placeholder model (provider and id \`unknown\`) is no model; a model whose provider
+ * has no credentials (no key, no login, none configured: what Pi calls not available)
+ * cannot answer either. The credentials Pi resolves for the check are not kept. */
+export async function modelProblem(ctx: ExtensionContext | undefined): Promise<ModelProblem | undefined> {
   const model = ctx?.model;
   if (!ctx || !model || model.provider === "unknown" || model.id === "unknown") {
-    return "the resident Pi has no model selected, so tasks wait until one is (select one with /model or /login in Pi, or start it with --model)";
+    return {
+      operator: "the resident Pi has no model selected, so tasks wait until one is (start it with --provider/--model, or select one with /model in Pi)",
+      footer: "held: no model",
+      callers:
+        "The resident agent has no usable model at the moment, so this task waits; its operator has been told, and the task is worked on as soon as a model is available.",
+    };
   }
   if (ctx.modelRegistry.hasConfiguredAuth(model)) return undefined;
-  // Providers registered at run time (or needing no key) are not in the configured set.
-  const auth = await ctx.modelRegistry.getApiKeyAndHeaders(model);
-  if (auth.ok) return undefined;
-  return `the resident Pi's model ${model.provider}/${model.id} cannot be used (${auth.error}), so tasks wait until it can (use /login in Pi, or choose another model with /model)`;
+  let missing: string | undefined;
+  try {
+    // Providers registered at run time, and keyless ones configured in models.json, are
+    // not in the configured set: their own lookup says whether they resolve.
+    if (await ctx.modelRegistry.getProviderAuth(model.provider)) return undefined;
+    missing = "no API key or login";
+  } catch (err) {
+    missing = err instanceof Error ? err.message : String(err);
+  }
+  const fix = await credentialFix(ctx, model.provider);
+  return {
+    operator: `the resident Pi's model ${model.provider}/${model.id} cannot be used (${missing}), so tasks wait: ${fix}`,
+    footer: `held: no key for ${model.provider}`,
+    callers: `The resident agent cannot work on tasks now: its model provider ${model.provider} has no credentials. This task waits and is worked on once the operator provides them (${fix}).`,
+  };
 }
 
 /** This package's root: its own extension must never load into a task session. */
@@ -60,6 +132,10 @@ export function sessionIdFor(taskId: string): string {
   return `a2a-task-${taskId}`;
 }
 
+/** How long a provider's refusal of the credentials holds the queue before one turn tries
+ * again (the operator may have fixed them meanwhile, e.g. with /login). */
+export const AUTH_RECHECK_MS = 5 * 60_000;
+
 export type Log = (event: string, fields?: Record<string, unknown>, level?: "debug" | "info" | "warn" | "error") => void;
 
 /** Called when the driver's state changes (a turn starts or ends, the queue is held or
@@ -80,8 +156,10 @@ export class TaskSessionDriver {
   private readonly onChange: ChangeListener;
   /** The Task whose turn runs now. */
   active: string | undefined;
-  /** Why the queue is held (for the operator), if it is. */
-  heldFor: string | undefined;
+  /** Why the queue is held, if it is. */
+  heldFor: ModelProblem | undefined;
+  /** A provider refused the credentials in a turn: held until then (or a new model). */
+  private refused: { problem: ModelProblem; until: number } | undefined;
 
   constructor(
     pi: ExtensionAPI,
@@ -103,8 +181,10 @@ export class TaskSessionDriver {
     this.loop ??= this.run();
   }
 
-  /** Re-checks the model now (Pi selected another one). */
+  /** Re-checks the model now (Pi selected another one, so a refusal of the last one's
+   * credentials no longer holds the queue). */
   poke(): void {
+    this.refused = undefined;
     const pause = this.pause;
     this.pause = undefined;
     if (pause) {
@@ -135,22 +215,39 @@ export class TaskSessionDriver {
     });
   }
 
+  /** Why the queue must be held now: the model's problem, else a provider that refused
+   * the credentials in a turn (until another model is selected, or for
+   * AUTH_RECHECK_MS, after which one turn tries again). */
+  private async problem(): Promise<ModelProblem | undefined> {
+    const problem = await modelProblem(this.ctx());
+    if (problem) return problem;
+    if (this.refused && Date.now() < this.refused.until) return this.refused.problem;
+    this.refused = undefined;
+    return undefined;
+  }
+
+  /** Holds the queue for `problem` (each waiting Task's status tells its caller why), or
+   * releases it (`undefined`). Returns false when the queue is gone. */
+  private async holdFor(problem: ModelProblem | undefined): Promise<boolean> {
+    if (problem?.callers === this.heldFor?.callers) return true;
+    try {
+      await this.bridge.hold(problem ? problem.callers : null);
+    } catch (err) {
+      this.log("a2a_wake_error", { message: String(err) }, "error");
+      return false;
+    }
+    if (problem) this.log("a2a_no_model", { message: problem.operator }, "warn");
+    this.heldFor = problem;
+    this.onChange();
+    return true;
+  }
+
   private async run(): Promise<void> {
     while (!this.stopped) {
       // Without a usable model no wake is taken (none would succeed): the queue is held,
       // and each waiting Task's status tells its caller why, until a model is selected.
-      const problem = await modelProblem(this.ctx());
-      if (problem !== this.heldFor) {
-        try {
-          await this.bridge.hold(problem ? NO_MODEL_FOR_CALLERS : null);
-        } catch (err) {
-          this.log("a2a_wake_error", { message: String(err) }, "error");
-          return;
-        }
-        if (problem) this.log("a2a_no_model", { message: problem }, "warn");
-        this.heldFor = problem;
-        this.onChange();
-      }
+      const problem = await this.problem();
+      if (!(await this.holdFor(problem))) return;
       if (problem) {
         await this.rest(1_000);
         continue;
@@ -178,14 +275,24 @@ export class TaskSessionDriver {
         this.log("a2a_turn_aborted", { taskId: wake.taskId, delivery: wake.delivery });
         return;
       }
+      // The provider refused the credentials: retrying cannot help until the operator
+      // fixes them, so the queue is held first and the Task waits at its front, no retry
+      // spent.
+      const ctx = this.ctx();
+      const provider = ctx?.model?.provider;
+      let outcome: "ended" | "failed" | "held" = reason === undefined ? "ended" : "failed";
+      if (reason !== undefined && ctx && provider && isAuthFailure(reason)) {
+        this.refused = { problem: await authProblem(ctx, provider, reason), until: Date.now() + AUTH_RECHECK_MS };
+        if (await this.holdFor(this.refused.problem)) outcome = "held";
+      }
       try {
         // Rust logs a failed turn (a2a_turn_failed) and tells the caller why.
-        await this.bridge.turnEnded(wake.taskId, reason === undefined ? "ended" : "failed", reason);
+        await this.bridge.turnEnded(wake.taskId, outcome, reason);
       } catch (err) {
         this.log("a2a_turn_end_error", { taskId: wake.taskId, message: String(err) }, "error");
       }
       // Once the queue knows: from here on no tool acts for this Task.
-      this.log("a2a_turn_ended", { taskId: wake.taskId, delivery: wake.delivery, outcome: reason === undefined ? "ended" : "failed" });
+      this.log("a2a_turn_ended", { taskId: wake.taskId, delivery: wake.delivery, outcome });
     }
   }
 

@@ -166,9 +166,53 @@ pub fn lease_token() -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// How many characters of a Task id people are shown ([`short_id`]).
+pub const SHORT_ID_LEN: usize = 8;
+/// The fewest characters of a Task id that find it ([`id_fragment`]).
+pub const MIN_ID_FRAGMENT: usize = 6;
+
+/// The short id people see for a Task (Pi's footer and notifications, `/a2a tasks`, the
+/// CLI): its last [`SHORT_ID_LEN`] characters. Those are the 32 random bits at the end of
+/// the UUIDv7 ([`mint`]), so two Tasks share one only by chance (about once in 4 billion
+/// pairs); the leading characters are the time, the same for every Task of a minute. An id
+/// shorter than that (not minted here) is shown whole.
+pub fn short_id(task_id: &str) -> &str {
+    let start = task_id.len().saturating_sub(SHORT_ID_LEN);
+    task_id.get(start..).unwrap_or(task_id)
+}
+
+/// What a person typed to name a Task (`/a2a show`, the CLI), as the store looks it up:
+/// any prefix or suffix of the id of at least [`MIN_ID_FRAGMENT`] characters (the short id
+/// is one), in lowercase. Only the characters of a minted id are taken: hex digits and `-`.
+pub fn id_fragment(typed: &str) -> Result<String, FieldError> {
+    let fragment = typed.trim().to_ascii_lowercase();
+    if fragment.chars().count() < MIN_ID_FRAGMENT {
+        return Err(FieldError::new(
+            "taskId",
+            format!(
+                "`{}` is too short: give at least {MIN_ID_FRAGMENT} characters of the task id (its start or its end, e.g. the short id shown)",
+                shorten(typed.trim())
+            ),
+        ));
+    }
+    if let Some(c) = fragment
+        .chars()
+        .find(|c| !(c.is_ascii_hexdigit() || *c == '-'))
+    {
+        return Err(FieldError::new(
+            "taskId",
+            format!(
+                "`{}` contains {c:?}; task ids have only hex digits and -",
+                shorten(typed.trim())
+            ),
+        ));
+    }
+    Ok(fragment)
+}
+
 #[cfg(test)]
 mod tests {
-    use super::mint;
+    use super::{id_fragment, mint, short_id, MIN_ID_FRAGMENT};
 
     #[test]
     fn ids_minted_later_sort_later_even_within_a_millisecond() {
@@ -198,5 +242,31 @@ mod tests {
             let millis = secs * 1000 + u64::from(nanos) / 1_000_000;
             assert!(millis >= before && millis < before + 60_000, "{id}");
         }
+    }
+
+    #[test]
+    fn the_short_id_is_the_random_tail_so_tasks_of_one_minute_differ() {
+        let ids: Vec<String> = (0..500).map(|_| mint()).collect();
+        let shorts: std::collections::HashSet<&str> = ids.iter().map(|id| short_id(id)).collect();
+        assert_eq!(
+            shorts.len(),
+            ids.len(),
+            "two short ids of one minute collide"
+        );
+        assert_eq!(short_id("01a251a8-ede7-728b-a730-e616a8af5059"), "a8af5059");
+        assert_eq!(short_id("abc"), "abc");
+    }
+
+    #[test]
+    fn a_task_is_named_by_six_or_more_hex_characters_of_its_start_or_end() {
+        assert_eq!(id_fragment(" A8AF5059 ").unwrap(), "a8af5059");
+        assert_eq!(id_fragment("01a251").unwrap(), "01a251");
+        let short = id_fragment("a8af5").unwrap_err().to_string();
+        assert!(
+            short.contains(&format!("at least {MIN_ID_FRAGMENT}")),
+            "{short}"
+        );
+        let odd = id_fragment("a8af50%9").unwrap_err().to_string();
+        assert!(odd.contains("hex digits"), "{odd}");
     }
 }

@@ -18,10 +18,12 @@ use crate::wire;
 
 js_enum! {
     [" How a turn ended: `ended` (the session's turn ran to its end; the Task may or may not"
-     " have been settled) or `failed` (a model or session error)."]
+     " have been settled), `failed` (a model or session error) or `held` (it could not run:"
+     " the queue is held)."]
     pub enum TurnOutcome for "outcome" {
         Ended = "ended": " The session's turn ran to its end (the Task may or may not have been settled).",
         Failed = "failed": " The turn failed (model or session error).",
+        Held = "held": " The turn could not run (the model's provider refused its credentials); hold the queue first.",
     }
 }
 
@@ -150,6 +152,7 @@ impl AgentBridge {
         let outcome = match outcome {
             TurnOutcome::Ended => crate::wake::TurnOutcome::Ended,
             TurnOutcome::Failed => crate::wake::TurnOutcome::Failed,
+            TurnOutcome::Held => crate::wake::TurnOutcome::Held,
         };
         let queue = self.queue.clone();
         PlaneCall::new(move || {

@@ -134,6 +134,14 @@ impl StoreInspector {
         })
     }
 
+    /// The id of the Task a person named by typing part of its id (any prefix or suffix of
+    /// 6+ characters, e.g. the short id shown), or `null` when no Task matches; throws
+    /// when several do (naming them) or the text cannot be part of an id.
+    #[napi(ts_return_type = "Promise<string | null>")]
+    pub fn resolve_task_id(&self, typed: String) -> Result<AsyncTask<PlaneCall<Option<String>>>> {
+        self.call(move |i| i.resolve_task_id(&typed).map_err(plane_error))
+    }
+
     /// The Task's Pi session file, if it has one.
     #[napi(catch_unwind)]
     pub fn session_file(&self, task_id: String) -> Result<Option<String>> {
@@ -184,4 +192,12 @@ impl StoreInspector {
     pub fn close(&self) {
         self.inner.lock().unwrap_or_else(|p| p.into_inner()).take();
     }
+}
+
+/// The short id people see for a Task: its last 8 characters, the random tail of the
+/// UUIDv7 (unique in practice; the leading characters are the time, shared by every Task
+/// of a minute). `/a2a show` and the CLI find a Task by it.
+#[napi(catch_unwind)]
+pub fn short_task_id(task_id: String) -> String {
+    crate::ids::short_id(&task_id).to_string()
 }

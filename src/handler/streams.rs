@@ -18,7 +18,7 @@ use super::error::ApiError;
 use super::project::{project_task, read_task, task_state};
 use super::Ctx;
 use crate::events::{TaskEvent, TaskSubscription};
-use crate::record::{TaskRecord, TaskState};
+use crate::record::{MessageRecord, PartContent, TaskRecord, TaskState};
 use crate::wire::{stream_response, StreamResponse, Task};
 
 /// The stream pool's limits.
@@ -218,8 +218,8 @@ impl Updates {
     }
 }
 
-/// Waits until the Task is terminal or interrupted, `timeout` passes, or the listener
-/// shuts down — whichever comes first. Returns the Task as the settling update left it
+/// Waits until the Task is terminal or interrupted, `timeout` passes, the wake queue is
+/// held (its note is on the Task), or the listener shuts down — whichever comes first. Returns the Task as the settling update left it
 /// when that update carried it (`TaskEvent::Status::settled`); otherwise the caller reads
 /// the snapshot it answers with. `since_acceptance` is a subscription taken at the
 /// commit that made the Task wait for the agent (`TaskPlane::intake_watching`): it has
@@ -234,7 +234,10 @@ pub async fn wait_settled(
         Some(updates) => updates,
         None => {
             let updates = ctx.handler.plane.events().subscribe_until_settled(task_id);
-            if task_state(ctx, task_id)?.is_settled() {
+            let state = task_state(ctx, task_id)?;
+            if state.is_settled()
+                || (state == TaskState::Submitted && ctx.handler.plane.queue_hold().is_some())
+            {
                 return Ok(None);
             }
             updates
@@ -248,9 +251,12 @@ pub async fn wait_settled(
     loop {
         tokio::select! {
             update = updates.recv() => match update {
-                Ok(event) => if let TaskEvent::Status { state, settled, .. } = &*event {
+                Ok(event) => if let TaskEvent::Status { state, settled, message, .. } = &*event {
                     if state.is_settled() {
                         return Ok(settled.clone());
+                    }
+                    if is_hold_note(ctx, message.as_ref()) {
+                        return Ok(None);
                     }
                 },
                 Err(_) => return Ok(None), // fell behind: the snapshot read next tells the truth
@@ -259,6 +265,18 @@ pub async fn wait_settled(
             _ = shutdown.changed() => return Ok(None),
         }
     }
+}
+
+/// Whether a status update's `message` is the note of a held queue (no Task is worked on
+/// until the operator fixes what it names): a blocking send answers with it at once.
+fn is_hold_note(ctx: &Ctx, message: Option<&MessageRecord>) -> bool {
+    let (Some(why), Some(message)) = (ctx.handler.plane.queue_hold(), message) else {
+        return false;
+    };
+    message
+        .parts
+        .iter()
+        .any(|p| matches!(&p.content, PartContent::Text(text) if *text == why))
 }
 
 /// Holds a new Task's first stream event until the Task's first update is there

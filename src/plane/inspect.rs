@@ -60,6 +60,11 @@ impl Inspector {
         })
     }
 
+    /// The Task a person named by part of its id ([`super::lookup::resolve_task_id`]).
+    pub fn resolve_task_id(&self, typed: &str) -> Result<Option<String>, PlaneError> {
+        super::lookup::resolve_task_id(&self.conn, typed)
+    }
+
     /// The folder of a Task's Pi session and its session file, if they exist.
     pub fn session_file(&self, task_id: &str) -> Option<PathBuf> {
         super::session_file(&self.root, task_id)

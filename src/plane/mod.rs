@@ -24,7 +24,8 @@
 //!
 //! The files: [`intake`] (entry points and routing), [`inbound`] (validation, dedupe key
 //! and digest), [`acceptance`] (the transaction bodies), [`sources`] (registration,
-//! reply anchors, evidence, checkpoints), [`query`] (reads), [`session`] (Pi session
+//! reply anchors, evidence, checkpoints), [`query`] (reads), [`lookup`] (Tasks by a typed
+//! id, a conversation's earlier Tasks), [`hold`] (whether the wake queue is held), [`session`] (Pi session
 //! folders), [`inspect`] (the operator's read-only view), [`error`].
 //!
 //! Nothing in an inbound message selects an agent, a tool set or a workflow: intake only
@@ -35,9 +36,11 @@ mod agent;
 pub mod defaults;
 mod delivery;
 mod error;
+mod hold;
 mod inbound;
 mod inspect;
 mod intake;
+mod lookup;
 mod query;
 mod retention;
 mod route;
@@ -60,6 +63,7 @@ pub use delivery::{
 pub use error::PlaneError;
 pub use inspect::{Inspector, StoreStats};
 pub use intake::{Acceptance, Activation, Disposition};
+pub use lookup::EarlierTask;
 pub use query::{ListFilter, PageCursor, SummaryFilter, TaskPage, TaskSummary};
 pub use retention::{CompactionReport, RETENTION_MS};
 pub use route::{check_direct_reply, AlwaysTask, Answer, Executor, Inbound, Watch};
@@ -104,6 +108,8 @@ pub struct TaskPlane {
     deliveries: Arc<delivery::Leases>,
     events: Arc<EventBus>,
     startup: CompactionReport,
+    /// Why the wake queue is held, if it is (`hold.rs`).
+    hold: Arc<RwLock<Option<String>>>,
 }
 
 /// What a committed write announces.
@@ -134,6 +140,7 @@ impl TaskPlane {
             deliveries: Arc::new(delivery::Leases::default()),
             events: Arc::new(EventBus::default()),
             startup: CompactionReport::default(),
+            hold: Arc::default(),
         };
         let startup = plane.recover_and_compact();
         match startup {

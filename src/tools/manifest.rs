@@ -28,6 +28,19 @@ pub enum Outputs {
     Failed(String),
 }
 
+impl Outputs {
+    /// What is wrong for the operator (the start-up line, `/a2a`, a health check): the
+    /// manifest that did not load and why; `None` when nothing is.
+    pub fn problem(&self) -> Option<String> {
+        match self {
+            Outputs::Failed(reason) => Some(format!(
+                "the workflow manifest (A2A_WORKFLOW_MANIFEST) did not load, so every declared output is refused: {reason}"
+            )),
+            Outputs::None | Outputs::Declared(_) => None,
+        }
+    }
+}
+
 /// `^[a-z][a-z0-9]*(?:[._-][a-z0-9]+)*$`: output names and type labels.
 pub fn is_output_name(name: &str) -> bool {
     let mut chars = name.chars().peekable();

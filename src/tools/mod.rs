@@ -3,6 +3,7 @@
 //! turn's authority ([`WakeQueue::require_authority`]): there is no claim-free path.
 //! The Pi extension registers them with typebox schemas and calls these.
 
+mod conversation;
 pub mod manifest;
 
 use serde_json::{json, Map, Value};
@@ -14,6 +15,8 @@ use crate::record::{
 };
 use crate::wake::{TurnError, WakeQueue};
 use crate::wire::extensions::{ELICITATION_V1, OUTFITTER_TASK_KEY, OUTFITTER_TASK_V1};
+use conversation::{earlier_tasks, part_text, push_untrusted};
+pub use conversation::{EARLIER_TASKS, EARLIER_TEXT_CHARS};
 use manifest::Outputs;
 
 /// Marks the lines of caller data in `a2a_read_task`; caller lines are prefixed with `| `,
@@ -75,15 +78,39 @@ impl AgentTools {
     }
 
     /// `a2a_read_task`: the Task's status and history as text, caller content inside the
-    /// untrusted-content markers; and the Task itself.
+    /// untrusted-content markers, then what the earlier Tasks of its conversation asked
+    /// and were answered; and the Task itself. A Task that activated `outfitter-task/v1`
+    /// while the workflow manifest failed to load is told so in its status.
     pub fn read_task(&self, task_id: &str) -> Result<(String, TaskRecord), PlaneError> {
         self.queue.require_authority(task_id)?;
-        let task = self
-            .queue
-            .plane()
+        let plane = self.queue.plane();
+        let task = plane
             .task(task_id, None, true)?
             .ok_or_else(|| PlaneError::TaskNotFound(task_id.to_string()))?;
-        Ok((render(&task, &self.outputs), task))
+        if task.extensions.iter().any(|e| e == OUTFITTER_TASK_V1) {
+            self.tell_configuration_problem(task_id);
+        }
+        let mut text = render(&task, &self.outputs);
+        text.push_str(&earlier_tasks(
+            &plane.earlier_tasks(task_id, EARLIER_TASKS)?,
+        ));
+        Ok((text, task))
+    }
+
+    /// Tells the caller, in the Task's status (state unchanged), that the workflow manifest
+    /// did not load, when it did not: the Task's declared outputs cannot be recorded until
+    /// the operator fixes it. A failure to write the note is logged: it only explains.
+    fn tell_configuration_problem(&self, task_id: &str) {
+        if !matches!(self.outputs, Outputs::Failed(_)) {
+            return;
+        }
+        let note = "The resident agent's workflow manifest did not load, so this task's declared outputs cannot be recorded; its operator has been told (the resident's log and its start-up line name the problem).";
+        if let Err(err) = self.queue.plane().note_status(task_id, note) {
+            crate::log::warn(
+                "a2a_status_note_failed",
+                json!({ "taskId": task_id, "error": err.to_string() }),
+            );
+        }
     }
 
     /// `a2a_complete_task`: `completed` records each of `outputs` (declared names only),
@@ -110,6 +137,9 @@ impl AgentTools {
         result: Result<T, PlaneError>,
     ) -> Result<T, PlaneError> {
         if let Err(err) = &result {
+            if self.is_configuration_error(err) {
+                self.tell_configuration_problem(task_id);
+            }
             self.queue.note_turn_error(
                 task_id,
                 TurnError {
@@ -302,6 +332,9 @@ fn render(task: &TaskRecord, outputs: &Outputs) -> String {
             }
         ));
     }
+    if let Outputs::Failed(_) = outputs {
+        out.push_str("Declared outputs: unavailable (the resident's workflow manifest did not load; its operator has been told).\n");
+    }
     out.push_str(BEGIN_UNTRUSTED);
     out.push('\n');
     for message in &task.history {
@@ -311,28 +344,7 @@ fn render(task: &TaskRecord, outputs: &Outputs) -> String {
         };
         out.push_str(&format!("| [{who}]\n"));
         for part in &message.parts {
-            let text = match &part.content {
-                PartContent::Text(t) => t.clone(),
-                PartContent::Data(v) => format!("(data) {v}"),
-                PartContent::Url(u) => format!("(file) {u}"),
-                PartContent::Raw(b) => format!(
-                    "(file {} {}, {} bytes)",
-                    part.filename.as_deref().unwrap_or("unnamed"),
-                    part.media_type
-                        .as_deref()
-                        .unwrap_or("application/octet-stream"),
-                    b.len()
-                ),
-            };
-            // Every line break a model or terminal may honour starts a new prefixed line,
-            // so caller text can never begin a line of its own (or forge a marker).
-            for line in text.split([
-                '\n', '\r', '\u{0b}', '\u{0c}', '\u{85}', '\u{2028}', '\u{2029}',
-            ]) {
-                out.push_str("| ");
-                out.push_str(line);
-                out.push('\n');
-            }
+            push_untrusted(&mut out, &part_text(part));
         }
     }
     out.push_str(END_UNTRUSTED);

@@ -100,6 +100,10 @@ pub enum TurnOutcome {
     Ended,
     /// The turn failed (model or session error).
     Failed,
+    /// The turn could not run because the agent cannot work Tasks now (its model's
+    /// provider refused the credentials): the driver holds the queue, and the Task waits
+    /// at the front, no retry spent, with the hold's note.
+    Held,
 }
 
 struct Inner {
@@ -174,6 +178,7 @@ impl WakeQueue {
         self.inner.plane.events().unwatch(self.inner.watch);
         let mut state = self.lock();
         state.closed = true;
+        self.inner.plane.set_queue_hold(None);
         state.active = None;
         state.waiting.clear();
         self.notify();
@@ -265,6 +270,7 @@ impl WakeQueue {
                 return;
             }
             state.hold = reason.clone();
+            self.inner.plane.set_queue_hold(reason.clone());
             self.notify();
             match &reason {
                 None => vec![],
@@ -541,6 +547,13 @@ impl WakeQueue {
                     pending.not_before = Some(Instant::now() + delay);
                     true
                 }
+            }
+            TurnOutcome::Held => {
+                pending.not_before = None;
+                if let Some(why) = self.held() {
+                    self.note(&task, &why);
+                }
+                true
             }
             TurnOutcome::Ended => {
                 let settled = plane

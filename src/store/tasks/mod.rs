@@ -7,6 +7,7 @@
 mod counts;
 mod list;
 mod live_rows;
+mod lookup;
 
 use std::borrow::Cow;
 use std::sync::LazyLock;
@@ -17,6 +18,7 @@ use serde_json::Value;
 pub use counts::{write_counts, CountChanges};
 pub use list::{page, summaries, Page, PageCursor, PageQuery, SummaryFilter, TaskSummary};
 pub use live_rows::LiveRows;
+pub use lookup::{earlier_in_context, first_message, ids_matching};
 
 use super::{sql_list, Statements, StoreError, WriteTx};
 use crate::record::{ArtifactRecord, Continuation, MessageRecord, TaskRecord, TaskState};
