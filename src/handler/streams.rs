@@ -52,6 +52,11 @@ impl StreamPool {
         self.open.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// How many streams are open now.
+    pub fn live(&self) -> usize {
+        self.open().total
+    }
+
     /// A place for one more stream of `principal`'s, or `RESOURCE_EXHAUSTED` naming the
     /// limit that was reached.
     pub fn take(self: &Arc<Self>, principal: &str) -> Result<StreamPlace, ApiError> {
