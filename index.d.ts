@@ -38,9 +38,8 @@ export declare class A2AListener {
    */
   reloadCredentials(): CredentialsReload
   /**
-   * [`A2aListener::reload_credentials`] when the file changed since it was last read
-   * (its time, size or inode); `null` when it did not. The resident asks every few
-   * seconds.
+   * `reloadCredentials` when the file changed since it was last read (its time, size or
+   * inode); `null` when it did not. The resident asks every 2 s.
    */
   reloadCredentialsIfChanged(): CredentialsReload | null
   /** The interface URL (as in the Agent Card). */

@@ -20,6 +20,7 @@ import {
   type TaskState,
   taskStates,
 } from "../index.js";
+import { Operations } from "./operations.ts";
 import { ResidentUi, taskDetail, taskLines } from "./resident-ui.ts";
 import { modelProblem, TaskSessionDriver } from "./task-sessions.ts";
 import { registerTaskTools } from "./task-tools.ts";
@@ -39,7 +40,7 @@ function plainError(text: string): Error {
   return err;
 }
 
-const USAGE = "usage: /a2a [status] | /a2a tasks [state] | /a2a show <taskId>";
+const USAGE = "usage: /a2a [status] | /a2a tasks [state] | /a2a show <taskId> | /a2a cancel <taskId> [reason]";
 
 const { active } = taskStates();
 
@@ -52,6 +53,7 @@ export default function a2aTaskPlane(pi: ExtensionAPI): void {
   let ui: ResidentUi | undefined;
   let logFile: string | undefined;
   let startProblem: string | undefined;
+  let operations: Operations | undefined;
 
   // A direct responder another extension registered: it answers simple interactions with
   // a direct A2A Message before any Task exists (see the README, "Answering simple
@@ -100,6 +102,8 @@ export default function a2aTaskPlane(pi: ExtensionAPI): void {
   };
 
   const closeAll = async (): Promise<void> => {
+    operations?.close();
+    operations = undefined;
     // The driver first (it aborts a turn in progress), then the bridge: no turn ever runs
     // without its authority.
     await driver?.stop();
@@ -154,6 +158,8 @@ export default function a2aTaskPlane(pi: ExtensionAPI): void {
     try {
       startedBridge.declaredOutputs();
     } catch (err) {
+      // /healthz reads `degraded` and names it.
+      plane.reportProblem("workflow_manifest", message(err));
       ui.notify(
         `A2A workflow manifest (A2A_WORKFLOW_MANIFEST) did not load, so every declared output is refused: ${message(err)}. Fix it, then /reload.`,
         "error",
@@ -165,10 +171,13 @@ export default function a2aTaskPlane(pi: ExtensionAPI): void {
       if (err || !batch) return;
       // What happens is in the log as well (a service has no screen): arrivals and every
       // status change except the notes that keep a Task's state.
+      // The status message is the agent's or the caller's text: at debug only.
       for (const a of batch) {
         if (!a.state) log("a2a_task_arrived", { taskId: a.taskId });
-        else if (!active.includes(a.state))
-          log("a2a_task_state", { taskId: a.taskId, state: a.state, message: a.message });
+        else if (!active.includes(a.state)) {
+          log("a2a_task_state", { taskId: a.taskId, state: a.state, messageChars: a.message?.length ?? 0 });
+          if (a.message) log("a2a_task_state_message", { taskId: a.taskId, message: a.message }, "debug");
+        }
       }
       ui?.activity(batch);
       ui?.update({ waiting: startedBridge.waiting });
@@ -179,6 +188,8 @@ export default function a2aTaskPlane(pi: ExtensionAPI): void {
     );
     driver = startedDriver;
     driver.start();
+    operations = new Operations({ plane, listener, log, notify: (text, level) => ui?.notify(text, level), status });
+    operations.start();
     ui.update({ url: listener?.url, waiting: startedBridge.waiting });
     if (listener) {
       log("a2a_listener_ready", { url: listener.url, store: plane.root, log: logFile });
@@ -186,6 +197,12 @@ export default function a2aTaskPlane(pi: ExtensionAPI): void {
     }
     // For a host that embeds Pi (the headless runner announces where it serves).
     pi.events.emit("a2a:ready", { url: listener?.url, store: plane.root, log: logFile });
+  });
+
+  // SIGHUP in the headless runner: credentials and retention, now.
+  pi.events.on("a2a:reload", (data) => {
+    const reason = typeof (data as { reason?: unknown })?.reason === "string" ? (data as { reason: string }).reason : "reload";
+    void operations?.reload(reason);
   });
 
   pi.on("model_select", async (_event, ctx) => {
@@ -205,7 +222,7 @@ export default function a2aTaskPlane(pi: ExtensionAPI): void {
   });
 
   pi.registerCommand("a2a", {
-    description: "A2A task plane: status, `tasks [state]` (recent tasks), `show <taskId>`",
+    description: "A2A task plane: status, `tasks [state]` (recent tasks), `show <taskId>`, `cancel <taskId> [reason]`",
     handler: async (args, ctx) => {
       const [verb = "status", arg] = args.trim().split(/\s+/).filter(Boolean);
       try {
@@ -220,6 +237,11 @@ export default function a2aTaskPlane(pi: ExtensionAPI): void {
           const found = await plane.inspectTask(arg);
           if (!found) return ctx.ui.notify(`No A2A task ${arg} in ${plane.root}.`, "warning");
           ctx.ui.notify(taskDetail(found.principal, found.source, found.task, plane.sessionFile(arg) ?? undefined), "info");
+        } else if (verb === "cancel" && arg) {
+          if (!operations) return ctx.ui.notify(status(), "warning");
+          const reason = args.trim().split(/\s+/).slice(2).join(" ");
+          const reply = await operations.cancel(arg, reason);
+          ctx.ui.notify(reply.ok ? reply.text : `A2A task ${arg} not canceled: ${reply.error}`, reply.ok ? "info" : "warning");
         } else {
           ctx.ui.notify(USAGE, "warning");
         }

@@ -362,7 +362,7 @@ mod tests {
     fn the_exposition_names_every_metric_and_reads_the_queue_now() {
         let metrics = Metrics::new();
         metrics.message("accepted");
-        metrics.settled("TASK_STATE_COMPLETED");
+        metrics.settled("completed");
         metrics.turn("started");
         metrics.request("http_json", "send", 200, Duration::from_millis(3));
         let queue: Arc<dyn QueueView> = Arc::new(Fixed(QueueState {
@@ -374,7 +374,7 @@ mod tests {
         let text = metrics.encode(open());
         for line in [
             "a2a_messages_total{outcome=\"accepted\"} 1",
-            "a2a_tasks_settled_total{state=\"TASK_STATE_COMPLETED\"} 1",
+            "a2a_tasks_settled_total{state=\"completed\"} 1",
             "a2a_turns_total{outcome=\"started\"} 1",
             "a2a_requests_total{binding=\"http_json\",route=\"send\",status=\"200\"} 1",
             "a2a_request_duration_seconds_count{binding=\"http_json\",route=\"send\"} 1",

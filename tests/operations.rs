@@ -17,7 +17,12 @@ fn health(server: &Server) -> serde_json::Value {
 
 fn metrics(server: &Server) -> String {
     let reply = server.call("GET", "/metrics", Some(ALICE), None);
-    assert_eq!(reply.status, 200, "{}", String::from_utf8_lossy(&reply.body).to_string());
+    assert_eq!(
+        reply.status,
+        200,
+        "{}",
+        String::from_utf8_lossy(&reply.body).to_string()
+    );
     assert!(reply
         .header("content-type")
         .unwrap()
@@ -29,26 +34,40 @@ fn metrics(server: &Server) -> String {
 fn healthz_tells_ok_held_or_degraded_without_a_credential_or_caller_data() {
     let server = Server::start();
     let body = health(&server);
-    assert_eq!(body["status"], "degraded", "no agent queue runs yet: {body}");
+    assert_eq!(
+        body["status"], "degraded",
+        "no agent queue runs yet: {body}"
+    );
     assert_eq!(body["store"]["state"], "open");
     assert!(body["store"]["bytes"].as_u64().unwrap() > 0);
 
     let queue = WakeQueue::start(server.plane.clone()).unwrap();
     assert_eq!(health(&server)["status"], "ok");
     server.send(ALICE, "m-held", "hold private words", json!({}));
-    queue.hold(Some("no API key for provider anthropic: set ANTHROPIC_API_KEY".into()));
+    queue.hold(Some(
+        "no API key for provider anthropic: set ANTHROPIC_API_KEY".into(),
+    ));
     let body = health(&server);
     assert_eq!(body["status"], "held");
     assert_eq!(body["held"], "credentials");
     assert_eq!(body["queue"]["held"], true);
     let text = body.to_string();
-    assert!(!text.contains("ANTHROPIC") && !text.contains("private words"), "{text}");
+    assert!(
+        !text.contains("ANTHROPIC") && !text.contains("private words"),
+        "{text}"
+    );
 
-    server.plane.metrics().set_problem("workflow_manifest", Some("bad file".into()));
+    server
+        .plane
+        .metrics()
+        .set_problem("workflow_manifest", Some("bad file".into()));
     assert_eq!(health(&server)["status"], "degraded");
     assert_eq!(health(&server)["problems"], json!(["workflow_manifest"]));
     queue.close();
-    server.plane.metrics().set_problem("workflow_manifest", None);
+    server
+        .plane
+        .metrics()
+        .set_problem("workflow_manifest", None);
     assert_eq!(health(&server)["status"], "degraded", "the queue closed");
 }
 
@@ -63,13 +82,16 @@ fn metrics_need_a_credential_and_count_messages_tasks_and_every_bindings_request
     assert_eq!(server.send(ALICE, "m-1", "hello", json!({})).status, 200);
     let rpc = json!({"jsonrpc": "2.0", "id": 1, "method": "ListTasks", "params": {}});
     assert_eq!(server.call("POST", "/", Some(ALICE), Some(rpc)).status, 200);
-    assert_eq!(server.call("GET", "/nowhere", Some(ALICE), None).status, 404);
+    assert_eq!(
+        server.call("GET", "/nowhere", Some(ALICE), None).status,
+        404
+    );
 
     let text = metrics(&server);
     for line in [
         "a2a_messages_total{outcome=\"accepted\"} 1",
         "a2a_messages_total{outcome=\"duplicate\"} 1",
-        "a2a_tasks_settled_total{state=\"TASK_STATE_COMPLETED\"} 1",
+        "a2a_tasks_settled_total{state=\"completed\"} 1",
         "a2a_requests_total{binding=\"http_json\",route=\"send\",status=\"200\"} 2",
         "a2a_requests_total{binding=\"jsonrpc\",route=\"jsonrpc\",status=\"200\"} 1",
         "a2a_requests_total{binding=\"http\",route=\"none\",status=\"404\"} 1",
@@ -98,5 +120,9 @@ fn a_credentials_reload_takes_effect_on_the_next_request() {
     assert_eq!(server.call("GET", "/tasks", Some(carol), None).status, 200);
     std::fs::write(&path, "[]").unwrap();
     assert!(server.listener.handler().credentials.reload().is_err());
-    assert_eq!(server.call("GET", "/tasks", Some(carol), None).status, 200, "kept");
+    assert_eq!(
+        server.call("GET", "/tasks", Some(carol), None).status,
+        200,
+        "kept"
+    );
 }
