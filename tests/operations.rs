@@ -17,17 +17,13 @@ fn health(server: &Server) -> serde_json::Value {
 
 fn metrics(server: &Server) -> String {
     let reply = server.call("GET", "/metrics", Some(ALICE), None);
-    assert_eq!(
-        reply.status,
-        200,
-        "{}",
-        String::from_utf8_lossy(&reply.body).to_string()
-    );
+    let text = String::from_utf8_lossy(&reply.body).to_string();
+    assert_eq!(reply.status, 200, "{text}");
     assert!(reply
         .header("content-type")
         .unwrap()
         .starts_with("text/plain"));
-    String::from_utf8_lossy(&reply.body).to_string()
+    text
 }
 
 #[test]
