@@ -273,15 +273,16 @@ pub fn hold_category(reason: &str) -> &'static str {
     }
 }
 
-/// The health rule: `degraded` when the store is closed, no queue reports, or a start-up
-/// problem is recorded; else `held` (with the reason's category) while the queue is held;
-/// else `ok`. Counts, states and category names only: never a caller's data.
+/// The health rule: `degraded` when the store is closed or a start-up problem is recorded;
+/// else `held` (with the reason's category) while the queue is held; else `ok`. Without a
+/// wake queue (an embedder that works Tasks its own way) `queue` is `null`. Counts, states
+/// and category names only: never a caller's data.
 pub fn health(queue: Option<QueueState>, problems: &[String], sampled: Sampled) -> Value {
     let held = queue
         .as_ref()
         .and_then(|q| q.held.as_deref())
         .map(hold_category);
-    let status = if !sampled.store_open || queue.is_none() || !problems.is_empty() {
+    let status = if !sampled.store_open || !problems.is_empty() {
         "degraded"
     } else if held.is_some() {
         "held"
@@ -333,7 +334,9 @@ mod tests {
         assert_eq!(body["status"], "held");
         assert_eq!(body["held"], "credentials");
         assert!(!body.to_string().contains("ANTHROPIC"), "{body}");
-        assert_eq!(health(None, &[], open())["status"], "degraded");
+        let embedder = health(None, &[], open());
+        assert_eq!(embedder["status"], "ok");
+        assert_eq!(embedder["queue"], Value::Null);
         let closed = Sampled {
             store_open: false,
             ..open()

@@ -30,9 +30,11 @@ fn metrics(server: &Server) -> String {
 fn healthz_tells_ok_held_or_degraded_without_a_credential_or_caller_data() {
     let server = Server::start();
     let body = health(&server);
+    assert_eq!(body["status"], "ok", "{body}");
     assert_eq!(
-        body["status"], "degraded",
-        "no agent queue runs yet: {body}"
+        body["queue"],
+        serde_json::Value::Null,
+        "no wake queue runs yet"
     );
     assert_eq!(body["store"]["state"], "open");
     assert!(body["store"]["bytes"].as_u64().unwrap() > 0);
@@ -59,12 +61,17 @@ fn healthz_tells_ok_held_or_degraded_without_a_credential_or_caller_data() {
         .set_problem("workflow_manifest", Some("bad file".into()));
     assert_eq!(health(&server)["status"], "degraded");
     assert_eq!(health(&server)["problems"], json!(["workflow_manifest"]));
-    queue.close();
     server
         .plane
         .metrics()
         .set_problem("workflow_manifest", None);
-    assert_eq!(health(&server)["status"], "degraded", "the queue closed");
+    assert_eq!(health(&server)["status"], "held");
+    queue.close();
+    assert_eq!(health(&server)["queue"], serde_json::Value::Null, "closed");
+    server.plane.close();
+    let body = health(&server);
+    assert_eq!(body["status"], "degraded", "the store closed");
+    assert_eq!(body["store"]["state"], "closed");
 }
 
 #[test]
