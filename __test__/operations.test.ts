@@ -10,6 +10,8 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync }
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import test from "node:test";
+import { A2AListener, TaskPlane } from "../index.js";
+import { Operations } from "../extensions/operations.ts";
 import { repoRoot } from "./helpers/pi.ts";
 
 const OLD_TOKEN = "operations-old-token-0123456789";
@@ -148,4 +150,40 @@ test("a live resident: health and metrics, operator status and cancel, SIGHUP an
   const log = readFileSync(join(root, "logs", "task-plane.log"), "utf8");
   assert.match(log, /"event":"a2a_task_state"/, "the round trip was logged");
   assert.ok(!log.includes(content) && !stderr.includes(content), "no message or answer text at info level");
+});
+
+test("a reload tells Pi's screen what happened: the tokens in use, or why they stay; the control socket refuses what it does not know", async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), "pi-ops-reload-"));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const credentials = join(dir, "credentials.json");
+  writeFileSync(credentials, credentialsFile(OLD_TOKEN), { mode: 0o600 });
+  const plane = await TaskPlane.open(join(dir, "task-plane"));
+  const listener = A2AListener.start(plane, { port: 0, credentialsPath: credentials });
+  const shown: { text: string; level: string }[] = [];
+  const operations = new Operations({ plane, listener, log: () => undefined, notify: (text, level) => shown.push({ text, level }), status: () => "status text" });
+  try {
+    writeFileSync(credentials, "{ half a file");
+    await operations.reload("test");
+    assert.equal(shown.length, 1);
+    assert.equal(shown[0].level, "error");
+    assert.match(shown[0].text, /credentials not reloaded, the tokens in use stay: .*credentials\.json/);
+    const get = (token: string) => fetch(`${listener.url}/tasks`, { headers: { Authorization: `Bearer ${token}`, "A2A-Version": "1.0" } });
+    assert.equal((await get(OLD_TOKEN)).status, 200);
+
+    writeFileSync(credentials, credentialsFile(NEW_TOKEN));
+    await operations.reload("test");
+    assert.deepEqual(shown.at(-1), { text: "A2A: credentials reloaded (1 in use).", level: "info" });
+    assert.equal((await get(OLD_TOKEN)).status, 401);
+
+    assert.deepEqual(await operations.answer('{"op": "status"}'), { ok: true, text: "status text" });
+    assert.equal((await operations.answer("not json")).ok, false);
+    assert.match(JSON.stringify(await operations.answer('{"op": "drop"}')), /unknown op \\"drop\\"; use status or cancel/);
+    const missing = await operations.cancel("no-such-task", undefined);
+    assert.equal(missing.ok, false);
+    assert.equal(!missing.ok && missing.code, "TASK_NOT_FOUND");
+  } finally {
+    operations.close();
+    listener.close();
+    plane.close();
+  }
 });
