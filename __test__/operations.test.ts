@@ -12,7 +12,7 @@ import { join } from "node:path";
 import test from "node:test";
 import { A2AListener, TaskPlane } from "../index.js";
 import { Operations } from "../extensions/operations.ts";
-import { repoRoot } from "./helpers/pi.ts";
+import { PiRpc, repoRoot } from "./helpers/pi.ts";
 
 const OLD_TOKEN = "operations-old-token-0123456789";
 const NEW_TOKEN = "operations-new-token-0123456789-abcdef";
@@ -185,5 +185,43 @@ test("a reload tells Pi's screen what happened: the tokens in use, or why they s
     operations.close();
     listener.close();
     plane.close();
+  }
+});
+
+test("in Pi with no usable model: /healthz says held (model), and /a2a cancel cancels a waiting Task with the operator's reason", async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), "pi-ops-cancel-"));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const credentials = join(dir, "credentials.json");
+  writeFileSync(credentials, credentialsFile(OLD_TOKEN), { mode: 0o600 });
+  const pi = new PiRpc([repoRoot], { A2A_SERVER: "1", A2A_PORT: "0", A2A_CREDENTIALS_PATH: credentials }, { model: false });
+  const notified = async (message: string, prefix: string): Promise<string> => {
+    const start = pi.records.length;
+    const seen = pi.waitFor((r) => r.type === "extension_ui_request" && r.method === "notify" && pi.records.indexOf(r) >= start && String(r.message).startsWith(prefix));
+    const handled = await pi.call({ type: "prompt", message });
+    assert.equal(handled.success, true, JSON.stringify(handled));
+    return String((await seen).message);
+  };
+  try {
+    const url = /at (http:\/\/127\.0\.0\.1:\d+)/.exec(await notified("/a2a", "A2A task plane"))?.[1];
+    assert.ok(url);
+    const auth = { Authorization: `Bearer ${OLD_TOKEN}`, "Content-Type": "application/json" };
+    const sent = await fetch(`${url}/message:send`, {
+      method: "POST",
+      headers: auth,
+      body: JSON.stringify({ message: { messageId: randomUUID(), role: "ROLE_USER", parts: [{ text: "waits for a model" }] }, configuration: { returnImmediately: true } }),
+    });
+    const taskId = (await sent.json()).task.id as string;
+    const health = await (await fetch(`${url}/healthz`)).json();
+    assert.equal(health.status, "held", JSON.stringify(health));
+    assert.equal(health.held, "model");
+
+    const reply = await notified(`/a2a cancel ${taskId} nobody will work on it today`, `A2A task ${taskId}`);
+    assert.equal(reply, `A2A task ${taskId} canceled: nobody will work on it today.`);
+    const task = await (await fetch(`${url}/tasks/${taskId}`, { headers: auth })).json();
+    assert.equal(task.status.state, "TASK_STATE_CANCELED");
+    assert.equal(task.status.message.parts[0].text, "Canceled by the operator: nobody will work on it today");
+    assert.match(await notified(`/a2a cancel ${taskId}`, `A2A task ${taskId}`), /not canceled: .*cannot be canceled/);
+  } finally {
+    assert.equal(await pi.close(), 0, pi.stderr);
   }
 });
