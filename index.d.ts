@@ -30,6 +30,18 @@ export declare class A2AListener {
    * Throws `FAILED_PRECONDITION` once the listener is closed.
    */
   setExecutor(executor: ((request: ExecutorRequest) => Promise<Record<string, unknown> | null | undefined>) | null): void
+  /**
+   * Reads the credentials file again and puts it in use (the resident does on SIGHUP):
+   * a new token works and a removed one is refused from the next request on. Throws
+   * `FAILED_PRECONDITION` naming the file and the problem when it is unusable; the
+   * credentials in use stay.
+   */
+  reloadCredentials(): CredentialsReload
+  /**
+   * `reloadCredentials` when the file changed since it was last read (its time, size or
+   * inode); `null` when it did not. The resident asks every 2 s.
+   */
+  reloadCredentialsIfChanged(): CredentialsReload | null
   /** The interface URL (as in the Agent Card). */
   get url(): string
   /** The bound port. */
@@ -295,6 +307,24 @@ export declare class TaskPlane {
   recordEvidence(kind: string, healthy: boolean, taskId: string | undefined | null, locator: Record<string, string> | undefined | null, content: any): Promise<string>
   /** A source's durable cursor for this principal (`null` before the first advance). */
   checkpoint(principal: string, source: string): Promise<string | null>
+  /** Runs retention now (the resident does on SIGHUP): what it removed. */
+  compact(): Promise<CompactionReport>
+  /**
+   * Runs retention when an hour has passed since it last ran (the resident asks every
+   * minute); `null` when it is not due.
+   */
+  compactIfDue(): Promise<CompactionReport | null>
+  /**
+   * The operator cancels any Task (whoever its caller is): CANCELED, with a status
+   * message naming the operator and `reason`. Rejects with `TASK_NOT_FOUND`, or
+   * `TASK_NOT_CANCELABLE` when it is terminal already. Resolves to the A2A `Task`.
+   */
+  operatorCancel(taskId: string, reason?: string | undefined | null): Promise<Record<string, unknown>>
+  /**
+   * Records (`problem` given) or clears (`null`) a start-up problem named `name` (e.g.
+   * `workflow_manifest`): `GET /healthz` says `degraded` and names it while recorded.
+   */
+  reportProblem(name: string, problem?: string | undefined | null): void
   /** Advances a source's cursor once every event it selected has been accepted. */
   advanceCheckpoint(principal: string, source: string, cursor: string, eventIds: Array<string>): Promise<void>
 }
@@ -351,6 +381,19 @@ export interface ActivationInput {
   message: any
 }
 
+/** What one run of retention removed or quarantined. */
+export interface CompactionReport {
+  quarantinedClaims: number
+  tasks: number
+  claims: number
+  evidence: number
+  replyAnchors: number
+  deliveries: number
+  contexts: number
+  /** Task session folders removed. */
+  sessions: number
+}
+
 /**
  * How `a2a_complete_task` settles the Task: `completed` (the outputs, then the response,
  * as artifacts) or `rejected` (the response is the reason).
@@ -372,6 +415,14 @@ export declare function configureLogging(options: LoggingOptions): LoggingConfig
  * explicit taskId, as in the A2A binding).
  */
 export type Continuation = 'none' | 'reply_anchors' | 'explicit_task_id'
+
+/** A credentials reload that took effect. */
+export interface CredentialsReload {
+  /** How many credentials are in use now. */
+  credentials: number
+  /** What the operator should fix although the file loaded. */
+  warnings: Array<string>
+}
 
 /**
  * The store root the task plane uses when none is given: `CHANNELS_TASK_STORE_PATH`, else

@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 // The package's command. `a2a-task-plane resident …` runs the resident agent as a service
-// (bin/resident.ts); every other command inspects a store (bin/inspect.ts).
+// (bin/resident.ts); `status` and `cancel` talk to it (bin/operator.ts); every other command
+// inspects a store (bin/inspect.ts).
 // `a2a-task-plane --help` and `a2a-task-plane resident --help` for usage.
 //
 // Plain JavaScript on purpose: Node strips TypeScript types only outside node_modules, and
@@ -10,7 +11,10 @@ import { createRequire } from "node:module";
 import { fileURLToPath } from "node:url";
 
 const [command, ...rest] = process.argv.slice(2);
-const script = command === "resident" ? "./resident.ts" : "./inspect.ts";
+// `status` and `cancel` talk to the live resident (bin/operator.ts), after any --store.
+const words = process.argv.slice(2).filter((arg, i, all) => !arg.startsWith("-") && all[i - 1] !== "--store");
+const operator = ["status", "cancel"].includes(words[0]);
+const script = command === "resident" ? "./resident.ts" : operator ? "./operator.ts" : "./inspect.ts";
 const args = command === "resident" ? rest : process.argv.slice(2);
 
 let createJiti;

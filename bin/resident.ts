@@ -3,8 +3,10 @@
 // loaded as an extension and no terminal, no input and no screen. It stays up until SIGTERM
 // or SIGINT, then shuts down cleanly: the extension's session_shutdown stops the driver
 // (an in-flight turn is aborted and left replayable), closes the listener (its streams end)
-// and the store; exit status 0. If the task plane cannot start, it prints one line naming
-// the cause and the fix and exits 1. Log lines (JSON) go to stderr and to the log file.
+// and the store; exit status 0. SIGHUP never stops it: it reloads the credentials file and
+// runs retention (the extension's `a2a:reload`). If the task plane cannot start, it prints
+// one line naming the cause and the fix and exits 1. Log lines (JSON) go to stderr and to
+// the log file.
 //
 //   a2a-task-plane resident [--demo] [--provider P --model M] [--thinking L]
 //
@@ -32,6 +34,7 @@ const NAME = "a2a-resident";
 const USAGE = `usage: a2a-task-plane resident [--demo] [--provider <name> --model <pattern>] [--thinking <level>]
 
 Runs the resident Pi agent with the A2A task plane and no terminal, until SIGTERM or SIGINT.
+SIGHUP reloads the credentials file and runs retention; the resident keeps running.
   --demo               use the offline demo agent (scripted, not a model; no key needed)
   --provider, --model  the model that works the tasks (default: Pi's configured default)
   --thinking           the thinking level (off, minimal, low, medium, high, xhigh)
@@ -103,15 +106,18 @@ async function main(): Promise<void> {
   serviceDefaults();
   // Signals are caught from the start: one that arrives while the resident starts stops it
   // cleanly once it has started (the store is open by then and must be closed).
+  const events = createEventBus();
   let stopRequested: string | undefined;
   let stopNow: ((signal: string) => void) | undefined;
   const onSignal = (signal: string) => (stopNow ? stopNow(signal) : (stopRequested ??= signal));
   process.on("SIGTERM", () => onSignal("SIGTERM"));
   process.on("SIGINT", () => onSignal("SIGINT"));
+  // Node's default for SIGHUP ends the process (exit 129): a service reloads instead. One
+  // that arrives before the extension listens changes nothing (it read the file at start).
+  process.on("SIGHUP", () => events.emit("a2a:reload", { reason: "SIGHUP" }));
   const cwd = process.cwd();
   const agentDir = getAgentDir();
   const extensions = [packageRoot, ...(options.demo ? [join(packageRoot, "extensions", "demo-agent.ts")] : [])];
-  const events = createEventBus();
   const ready = new Promise<{ url?: string; store: string; log?: string; problems?: string[] }>((resolve) =>
     events.on("a2a:ready", (data) => resolve(data as { url?: string; store: string; log?: string; problems?: string[] })),
   );
@@ -185,8 +191,8 @@ async function main(): Promise<void> {
   const problems = (info?.problems ?? []).map((p) => ` PROBLEM: ${p}.`).join("");
   process.stderr.write(
     info
-      ? `${NAME}: running (pid ${process.pid}); A2A listener ${info.url ?? "off (A2A_SERVER is not 1)"}; store ${info.store}; log ${info.log ?? "stderr only"}; model ${modelName}. Stop with SIGTERM.${problems}\n`
-      : `${NAME}: running (pid ${process.pid}); model ${modelName}. Stop with SIGTERM.\n`,
+      ? `${NAME}: running (pid ${process.pid}); A2A listener ${info.url ?? "off (A2A_SERVER is not 1)"}; store ${info.store}; log ${info.log ?? "stderr only"}; model ${modelName}. Stop with SIGTERM; reload credentials with SIGHUP.${problems}\n`
+      : `${NAME}: running (pid ${process.pid}); model ${modelName}. Stop with SIGTERM; reload credentials with SIGHUP.\n`,
   );
 }
 

@@ -21,6 +21,7 @@ import {
   type TaskState,
   taskStates,
 } from "../index.js";
+import { Operations } from "./operations.ts";
 import { ResidentUi, taskDetail, taskLines } from "./resident-ui.ts";
 import { modelProblem, TaskSessionDriver } from "./task-sessions.ts";
 import { registerTaskTools } from "./task-tools.ts";
@@ -40,7 +41,8 @@ function plainError(text: string): Error {
   return err;
 }
 
-const USAGE = "usage: /a2a [status] | /a2a tasks [state] | /a2a show <taskId> (6+ characters of its start or end, e.g. the short id shown)";
+const USAGE =
+  "usage: /a2a [status] | /a2a tasks [state] | /a2a show <taskId> | /a2a cancel <taskId> [reason] (a taskId: 6+ characters of its start or end, e.g. the short id shown)";
 
 /** The Task whose id starts or ends with what the person typed (the store's own rule, read
  * through a read-only view of the store), or `null`; throws when several match. */
@@ -68,6 +70,7 @@ export default function a2aTaskPlane(pi: ExtensionAPI): void {
    * load): in /a2a, in the `a2a:ready` event (the headless runner's start-up line) and in
    * Pi's notifications. */
   let configProblem: string | undefined;
+  let operations: Operations | undefined;
 
   // A direct responder another extension registered: it answers simple interactions with
   // a direct A2A Message before any Task exists (see the README, "Answering simple
@@ -117,6 +120,8 @@ export default function a2aTaskPlane(pi: ExtensionAPI): void {
   };
 
   const closeAll = async (): Promise<void> => {
+    operations?.close();
+    operations = undefined;
     // The driver first (it aborts a turn in progress), then the bridge: no turn ever runs
     // without its authority.
     await driver?.stop();
@@ -173,16 +178,21 @@ export default function a2aTaskPlane(pi: ExtensionAPI): void {
       startedBridge.declaredOutputs();
     } catch (err) {
       configProblem = `the workflow manifest (A2A_WORKFLOW_MANIFEST) did not load, so every declared output is refused: ${message(err)}`;
+      // /healthz reads `degraded` and names it.
+      plane.reportProblem("workflow_manifest", message(err));
       ui.notify(`A2A ${configProblem}. Fix it, then /reload.`, "error");
     }
     startedBridge.watchActivity((err, batch) => {
       if (err || !batch) return;
       // What happens is in the log as well (a service has no screen): arrivals and every
       // status change except the notes that keep a Task's state.
+      // The status message is the agent's or the caller's text: at debug only.
       for (const a of batch) {
         if (!a.state) log("a2a_task_arrived", { taskId: a.taskId });
-        else if (!active.includes(a.state))
-          log("a2a_task_state", { taskId: a.taskId, state: a.state, message: a.message });
+        else if (!active.includes(a.state)) {
+          log("a2a_task_state", { taskId: a.taskId, state: a.state, messageChars: a.message?.length ?? 0 });
+          if (a.message) log("a2a_task_state_message", { taskId: a.taskId, message: a.message }, "debug");
+        }
       }
       ui?.activity(batch);
       ui?.update({ waiting: startedBridge.waiting });
@@ -198,6 +208,8 @@ export default function a2aTaskPlane(pi: ExtensionAPI): void {
     });
     driver = startedDriver;
     driver.start();
+    operations = new Operations({ plane, listener, log, notify: (text, level) => ui?.notify(text, level), status });
+    operations.start();
     ui.update({ url: listener?.url, waiting: startedBridge.waiting });
     if (listener) {
       log("a2a_listener_ready", { url: listener.url, store: plane.root, log: logFile });
@@ -209,6 +221,12 @@ export default function a2aTaskPlane(pi: ExtensionAPI): void {
     const held = await modelProblem(ctx);
     const problems = [configProblem, held?.operator].filter((p): p is string => p !== undefined);
     pi.events.emit("a2a:ready", { url: listener?.url, store: plane.root, log: logFile, problems });
+  });
+
+  // SIGHUP in the headless runner: credentials and retention, now.
+  pi.events.on("a2a:reload", (data) => {
+    const reason = typeof (data as { reason?: unknown })?.reason === "string" ? (data as { reason: string }).reason : "reload";
+    void operations?.reload(reason);
   });
 
   pi.on("model_select", async (_event, ctx) => {
@@ -228,7 +246,7 @@ export default function a2aTaskPlane(pi: ExtensionAPI): void {
   });
 
   pi.registerCommand("a2a", {
-    description: "A2A task plane: status, `tasks [state]` (recent tasks), `show <taskId>`",
+    description: "A2A task plane: status, `tasks [state]` (recent tasks), `show <taskId>`, `cancel <taskId> [reason]`",
     handler: async (args, ctx) => {
       const [verb = "status", arg] = args.trim().split(/\s+/).filter(Boolean);
       try {
@@ -245,6 +263,13 @@ export default function a2aTaskPlane(pi: ExtensionAPI): void {
           const found = taskId ? await plane.inspectTask(taskId) : null;
           if (!taskId || !found) return ctx.ui.notify(`No A2A task id starts or ends with ${arg} in ${root}.`, "warning");
           ctx.ui.notify(taskDetail(found.principal, found.source, found.task, plane.sessionFile(taskId) ?? undefined, root), "info");
+        } else if (verb === "cancel" && arg) {
+          if (!plane || !operations) return ctx.ui.notify(status(), "warning");
+          const taskId = await findTask(plane.root, arg);
+          if (!taskId) return ctx.ui.notify(`No A2A task id starts or ends with ${arg} in ${plane.root}.`, "warning");
+          const reason = args.trim().split(/\s+/).slice(2).join(" ");
+          const reply = await operations.cancel(taskId, reason);
+          ctx.ui.notify(reply.ok ? reply.text : `A2A task ${arg} not canceled: ${reply.error}`, reply.ok ? "info" : "warning");
         } else {
           ctx.ui.notify(USAGE, "warning");
         }

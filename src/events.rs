@@ -55,6 +55,18 @@ impl TaskEvent {
             TaskEvent::Artifact { .. } => None,
         }
     }
+
+    /// Whether a caller waiting for the Task to settle (a blocking send) is answered on
+    /// this update: one that settles the Task, or a note on a Task still SUBMITTED (the wake
+    /// queue is held, and says why on each waiting Task: the caller is told at once).
+    pub fn answers_a_waiting_caller(&self) -> bool {
+        match self {
+            TaskEvent::Status { state, message, .. } => {
+                state.is_settled() || (*state == TaskState::Submitted && message.is_some())
+            }
+            TaskEvent::Artifact { .. } => false,
+        }
+    }
 }
 
 /// Takes one acceptance, on the thread that publishes it (the writer, right after the
@@ -148,9 +160,10 @@ impl EventBus {
     }
 
     /// [`EventBus::subscribe`] for a caller that answers with the Task once it settles (a
-    /// blocking `message:send`): it is handed only the status updates that settle the Task
-    /// (a terminal or interrupted state), so the updates before (WORKING, artifacts) do not
-    /// wake it for nothing; and while it listens, the settling update carries the Task as
+    /// blocking `message:send`): it is handed only the updates it is answered on
+    /// ([`TaskEvent::answers_a_waiting_caller`]: a terminal or interrupted state, or the
+    /// held queue's note), so the updates before (WORKING, artifacts) do not wake it for
+    /// nothing; and while it listens, the settling update carries the Task as
     /// its commit left it (`TaskEvent::Status::settled`).
     pub fn subscribe_until_settled(&self, task_id: &str) -> TaskSubscription {
         self.subscription(task_id, true)
@@ -244,10 +257,10 @@ impl EventBus {
             });
         }
         if let Some(channel) = channels.tasks.get(event.task_id()) {
-            let settles = event.state().is_some_and(TaskState::is_settled);
+            let answers = event.answers_a_waiting_caller();
             let event = Arc::new(event);
             for inbox in &channel.inboxes {
-                if settles || !inbox.settling_only {
+                if answers || !inbox.settling_only {
                     inbox.push(&event);
                 }
             }
@@ -272,7 +285,8 @@ impl EventBus {
 #[derive(Default)]
 struct Inbox {
     state: Mutex<InboxState>,
-    /// Takes only the updates that settle the Task ([`EventBus::subscribe_until_settled`]).
+    /// Takes only the updates a waiting caller is answered on
+    /// ([`TaskEvent::answers_a_waiting_caller`], [`EventBus::subscribe_until_settled`]).
     settling_only: bool,
 }
 
@@ -458,6 +472,27 @@ mod tests {
                 assert_eq!(at_ms(&updates.recv().await.unwrap()), 2);
             }
             assert_eq!(at_ms(&other.recv().await.unwrap()), 7);
+        });
+    }
+
+    #[test]
+    fn a_waiting_caller_is_also_handed_the_held_queues_note_on_a_submitted_task() {
+        block_on(async {
+            let bus = EventBus::default();
+            let mut waiting = bus.subscribe_until_settled("t");
+            let noted = |state, at_ms, text: &str| TaskEvent::Status {
+                task_id: "t".into(),
+                context_id: "c".into(),
+                state,
+                message: Some(MessageRecord::user_text("n", text)),
+                at_ms,
+                settled: None,
+            };
+            bus.publish(noted(TaskState::Submitted, 1, "the queue is held: no key"));
+            bus.publish(noted(TaskState::Working, 2, "working on it"));
+            bus.publish(status("t", TaskState::Completed, 3));
+            assert_eq!(at_ms(&waiting.recv().await.unwrap()), 1);
+            assert_eq!(at_ms(&waiting.recv().await.unwrap()), 3);
         });
     }
 

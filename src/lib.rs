@@ -23,6 +23,8 @@
 //!   thin adapters over [`handler`]; SSE, the Agent Card, and what a client may hold
 //!   (connections, write deadlines; see `docs/reliability.md`).
 //! - [`log`]: structured JSON log lines with stable event names.
+//! - [`metrics`]: what an operator watches: Prometheus metrics and the health summary,
+//!   one set per open plane.
 //! - [`wake`]: the wake queue's admission and the one active turn (turn authority).
 //! - [`tools`]: the four agent tools' rules and the workflow manifest.
 //! - [`elicitation`]: `elicitation/v1` schema and answer checks.
@@ -51,7 +53,7 @@
 //! 6  tools  http
 //! 5  wake  handler
 //! 4  plane
-//! 3  store  events  wire  config
+//! 3  store  events  wire  config  metrics
 //! 2  record  log
 //! 1  ids  elicitation
 //! 0  field_error  clock  digest
@@ -76,6 +78,7 @@ pub mod handler;
 pub mod http;
 pub mod ids;
 pub mod log;
+pub mod metrics;
 pub mod plane;
 pub mod record;
 pub mod store;

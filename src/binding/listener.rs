@@ -12,6 +12,8 @@ use super::convert::agent_message;
 use super::plane::TaskPlane;
 use super::{failed_precondition, invalid_arg, Result};
 use crate::config::{self, ListenerConfig, ListenerOption};
+use crate::handler::auth::Reloaded;
+use crate::handler::Credentials;
 use crate::http;
 use crate::plane::{AlwaysTask, Answer, Executor};
 use crate::record::MessageRecord;
@@ -249,9 +251,41 @@ impl A2aListener {
                 listener.set_executor(executor_of(executor));
                 Ok(())
             }
-            None => Err(failed_precondition(
-                "the A2A listener is closed; start a new one with A2AListener.start",
-            )),
+            None => Err(closed()),
+        }
+    }
+
+    /// Reads the credentials file again and puts it in use (the resident does on SIGHUP):
+    /// a new token works and a removed one is refused from the next request on. Throws
+    /// `FAILED_PRECONDITION` naming the file and the problem when it is unusable; the
+    /// credentials in use stay.
+    #[napi(catch_unwind)]
+    pub fn reload_credentials(&self) -> Result<CredentialsReload> {
+        self.credentials(Credentials::reload)?
+            .map(Into::into)
+            .map_err(failed_precondition)
+    }
+
+    /// `reloadCredentials` when the file changed since it was last read (its time, size or
+    /// inode); `null` when it did not. The resident asks every 2 s.
+    #[napi(catch_unwind)]
+    pub fn reload_credentials_if_changed(&self) -> Result<Option<CredentialsReload>> {
+        self.credentials(Credentials::reload_if_changed)?
+            .transpose()
+            .map(|r| r.map(Into::into))
+            .map_err(failed_precondition)
+    }
+
+    /// `f` of the serving listener's credentials; `FAILED_PRECONDITION` once it is closed.
+    fn credentials<T>(&self, f: impl FnOnce(&Credentials) -> T) -> Result<T> {
+        match self
+            .inner
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+        {
+            Some(listener) => Ok(f(&listener.handler().credentials)),
+            None => Err(closed()),
         }
     }
 
@@ -274,6 +308,28 @@ impl A2aListener {
         let listener = self.inner.lock().unwrap_or_else(|p| p.into_inner()).take();
         if let Some(mut listener) = listener {
             listener.close();
+        }
+    }
+}
+
+fn closed() -> super::Failure {
+    failed_precondition("the A2A listener is closed; start a new one with A2AListener.start")
+}
+
+/// A credentials reload that took effect.
+#[napi(object, object_from_js = false)]
+pub struct CredentialsReload {
+    /// How many credentials are in use now.
+    pub credentials: u32,
+    /// What the operator should fix although the file loaded.
+    pub warnings: Vec<String>,
+}
+
+impl From<Reloaded> for CredentialsReload {
+    fn from(r: Reloaded) -> Self {
+        CredentialsReload {
+            credentials: u32::try_from(r.credentials).unwrap_or(u32::MAX),
+            warnings: r.warnings,
         }
     }
 }

@@ -379,6 +379,53 @@ impl TaskPlane {
         PlaneCall::new(move || plane.checkpoint(&principal, &source).map_err(plane_error))
     }
 
+    /// Runs retention now (the resident does on SIGHUP): what it removed.
+    #[napi(ts_return_type = "Promise<CompactionReport>")]
+    pub fn compact(&self) -> AsyncTask<PlaneCall<CompactionReport>> {
+        let plane = self.plane.clone();
+        PlaneCall::new(move || plane.compact().map(Into::into).map_err(plane_error))
+    }
+
+    /// Runs retention when an hour has passed since it last ran (the resident asks every
+    /// minute); `null` when it is not due.
+    #[napi(ts_return_type = "Promise<CompactionReport | null>")]
+    pub fn compact_if_due(&self) -> AsyncTask<PlaneCall<Option<CompactionReport>>> {
+        let plane = self.plane.clone();
+        PlaneCall::new(move || {
+            plane
+                .compact_if_due()
+                .map(|r| r.map(Into::into))
+                .map_err(plane_error)
+        })
+    }
+
+    /// The operator cancels any Task (whoever its caller is): CANCELED, with a status
+    /// message naming the operator and `reason`. Rejects with `TASK_NOT_FOUND`, or
+    /// `TASK_NOT_CANCELABLE` when it is terminal already. Resolves to the A2A `Task`.
+    #[napi(ts_return_type = "Promise<Record<string, unknown>>")]
+    pub fn operator_cancel(
+        &self,
+        task_id: String,
+        reason: Option<String>,
+    ) -> AsyncTask<PlaneCall<Json>> {
+        let plane = self.plane.clone();
+        PlaneCall::new(move || {
+            let task = plane
+                .operator_cancel(&task_id, reason.as_deref())
+                .map_err(plane_error)?;
+            serde_json::to_value(wire::convert::task_to_wire(&task))
+                .map(Json)
+                .map_err(internal)
+        })
+    }
+
+    /// Records (`problem` given) or clears (`null`) a start-up problem named `name` (e.g.
+    /// `workflow_manifest`): `GET /healthz` says `degraded` and names it while recorded.
+    #[napi(catch_unwind)]
+    pub fn report_problem(&self, name: String, problem: Option<String>) {
+        self.plane.metrics().set_problem(&name, problem);
+    }
+
     /// Advances a source's cursor once every event it selected has been accepted.
     #[napi(ts_return_type = "Promise<void>")]
     pub fn advance_checkpoint(
@@ -394,6 +441,36 @@ impl TaskPlane {
                 .advance_checkpoint(&principal, &source, &cursor, event_ids)
                 .map_err(plane_error)
         })
+    }
+}
+
+/// What one run of retention removed or quarantined.
+#[napi(object, object_from_js = false)]
+pub struct CompactionReport {
+    pub quarantined_claims: u32,
+    pub tasks: u32,
+    pub claims: u32,
+    pub evidence: u32,
+    pub reply_anchors: u32,
+    pub deliveries: u32,
+    pub contexts: u32,
+    /// Task session folders removed.
+    pub sessions: u32,
+}
+
+impl From<plane::CompactionReport> for CompactionReport {
+    fn from(r: plane::CompactionReport) -> Self {
+        let n = |v: usize| u32::try_from(v).unwrap_or(u32::MAX);
+        CompactionReport {
+            quarantined_claims: n(r.quarantined_claims),
+            tasks: n(r.tasks),
+            claims: n(r.claims),
+            evidence: n(r.evidence),
+            reply_anchors: n(r.reply_anchors),
+            deliveries: n(r.deliveries),
+            contexts: n(r.contexts),
+            sessions: n(r.sessions),
+        }
     }
 }
 

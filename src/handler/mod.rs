@@ -74,14 +74,11 @@ impl Handler {
                 "the request has more than one Authorization header: send exactly one `Authorization: Bearer <token>`",
             ));
         }
-        self.credentials
-            .principal(first)
-            .map(str::to_string)
-            .ok_or_else(|| {
-                ApiError::unauthenticated(
-                    "a valid bearer token is required: send `Authorization: Bearer <token>`",
-                )
-            })
+        self.credentials.principal(first).ok_or_else(|| {
+            ApiError::unauthenticated(
+                "a valid bearer token is required: send `Authorization: Bearer <token>`",
+            )
+        })
     }
 
     /// The executor for a message that arrives now.

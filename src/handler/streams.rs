@@ -52,6 +52,11 @@ impl StreamPool {
         self.open.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// How many streams are open now.
+    pub fn live(&self) -> usize {
+        self.open().total
+    }
+
     /// A place for one more stream of `principal`'s, or `RESOURCE_EXHAUSTED` naming the
     /// limit that was reached.
     pub fn take(self: &Arc<Self>, principal: &str) -> Result<StreamPlace, ApiError> {
@@ -219,8 +224,8 @@ impl Updates {
 }
 
 /// Waits until the Task is terminal or interrupted, `timeout` passes, the wake queue is
-/// held (its note is on the Task), or the listener shuts down — whichever comes first. Returns the Task as the settling update left it
-/// when that update carried it (`TaskEvent::Status::settled`); otherwise the caller reads
+/// held (its note is on the Task), or the listener shuts down — whichever comes first.
+/// Returns the Task as the settling update left it when that update carried it (`TaskEvent::Status::settled`); otherwise the caller reads
 /// the snapshot it answers with. `since_acceptance` is a subscription taken at the
 /// commit that made the Task wait for the agent (`TaskPlane::intake_watching`): it has
 /// seen every update since, so the Task's state need not be read first.

@@ -79,6 +79,7 @@ pub(crate) struct Shared {
 
 /// A running listener.
 pub struct Listener {
+    handler: Arc<Handler>,
     executor: ExecutorSlot,
     runtime: Option<tokio::runtime::Runtime>,
     shutdown: watch::Sender<bool>,
@@ -151,7 +152,7 @@ impl Listener {
             holds: timer::Waves::default(),
         });
         let shared = Arc::new(Shared {
-            handler,
+            handler: handler.clone(),
             card,
             base_path,
             connections,
@@ -166,6 +167,7 @@ impl Listener {
             json!({ "bind": local_addr.to_string(), "url": interface_url }),
         );
         Ok(Listener {
+            handler,
             executor,
             runtime: Some(runtime),
             shutdown: shutdown_tx,
@@ -186,6 +188,11 @@ impl Listener {
     /// file readable by others).
     pub fn warnings(&self) -> &[String] {
         &self.warnings
+    }
+
+    /// The request handler it serves (its credentials, its plane's metrics).
+    pub fn handler(&self) -> &Handler {
+        &self.handler
     }
 
     pub fn local_addr(&self) -> SocketAddr {

@@ -3,15 +3,21 @@
 //! principal (401) → push-notification configs (501) → the route's handler (which checks
 //! its content type, body size and ProtoJSON). Paths are our own
 //! (`/tasks/{id}:cancel`-style): the verb is split off before the id is decoded.
+//!
+//! Beside the A2A routes, at the root like the card: `GET /healthz` (no credential, no
+//! caller data) and `GET /metrics` (Prometheus text, any valid bearer token). Every
+//! answered request is counted (`Metrics::request`) by binding, route and status.
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use hyper::body::Incoming;
-use hyper::header::{HeaderValue, ALLOW, WWW_AUTHENTICATE};
+use hyper::header::{HeaderValue, ALLOW, CONTENT_TYPE, WWW_AUTHENTICATE};
 use hyper::{Method, Request, Response, StatusCode};
 
-use super::{card, conn, error_response, jsonrpc, negotiate, rest, Body, Caller, Shared};
+use super::{card, conn, error_response, full, jsonrpc, negotiate, rest, Body, Caller, Shared};
 use crate::handler::{ApiError, Ctx};
+use crate::metrics::Sampled;
 
 /// Longest request target we answer (414 with the documented body beyond).
 const MAX_URI_BYTES: usize = 8 * 1024;
@@ -24,6 +30,8 @@ const MAX_HEADER_BYTES: usize = 32 * 1024;
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Route {
     Card,
+    Health,
+    Metrics,
     Send,
     Stream,
     ListTasks,
@@ -38,7 +46,7 @@ enum Route {
 impl Route {
     fn allows(&self, method: &Method) -> bool {
         match self {
-            Route::Card | Route::ListTasks | Route::GetTask(_) => {
+            Route::Card | Route::Health | Route::Metrics | Route::ListTasks | Route::GetTask(_) => {
                 method == Method::GET || method == Method::HEAD
             }
             Route::Send | Route::Stream | Route::CancelTask(_) | Route::JsonRpc => {
@@ -51,11 +59,49 @@ impl Route {
 
     fn allow_header(&self) -> &'static str {
         match self {
-            Route::Card | Route::ListTasks | Route::GetTask(_) => "GET, HEAD",
+            Route::Card | Route::Health | Route::Metrics | Route::ListTasks | Route::GetTask(_) => {
+                "GET, HEAD"
+            }
             Route::Send | Route::Stream | Route::CancelTask(_) | Route::JsonRpc => "POST",
             Route::Subscribe(_) => "GET, POST",
             Route::PushConfigs => "GET, POST, DELETE",
         }
+    }
+
+    /// The route's label in the request metrics.
+    fn name(&self) -> &'static str {
+        match self {
+            Route::Card => "card",
+            Route::Health => "healthz",
+            Route::Metrics => "metrics",
+            Route::Send => "send",
+            Route::Stream => "stream",
+            Route::ListTasks => "list",
+            Route::GetTask(_) => "get",
+            Route::CancelTask(_) => "cancel",
+            Route::Subscribe(_) => "subscribe",
+            Route::PushConfigs => "push_configs",
+            Route::JsonRpc => "jsonrpc",
+        }
+    }
+
+    /// The binding a route belongs to, in the request metrics.
+    fn binding(&self) -> &'static str {
+        match self {
+            Route::JsonRpc => "jsonrpc",
+            Route::Card | Route::Health | Route::Metrics => "http",
+            _ => "http_json",
+        }
+    }
+}
+
+/// The routes served at the root whatever the interface's base path.
+fn root_route(path: &str) -> Option<Route> {
+    match path {
+        "/.well-known/agent-card.json" => Some(Route::Card),
+        "/healthz" => Some(Route::Health),
+        "/metrics" => Some(Route::Metrics),
+        _ => None,
     }
 }
 
@@ -127,34 +173,119 @@ fn check_head(req: &Request<Incoming>) -> Result<(), ApiError> {
     Ok(())
 }
 
+/// Answers one request and counts it (binding, route, status, time to the response head).
 pub(super) async fn handle(
     shared: Arc<Shared>,
     slot: Arc<conn::Slot>,
     req: Request<Incoming>,
 ) -> Response<Body> {
+    let started = Instant::now();
+    let plane = shared.handler.plane.clone();
+    let (route, response) = answer(shared, slot, req).await;
+    let (binding, name) = route.map_or(("http", "none"), |r| (r.binding(), r.name()));
+    plane
+        .metrics()
+        .request(binding, name, response.status().as_u16(), started.elapsed());
+    response
+}
+
+/// The route a request took (none when it matched none) and its response.
+async fn answer(
+    shared: Arc<Shared>,
+    slot: Arc<conn::Slot>,
+    req: Request<Incoming>,
+) -> (Option<Route>, Response<Body>) {
     if let Err(err) = check_head(&req) {
-        return error_response(&err, &[]);
+        return (None, error_response(&err, &[]));
     }
     let path = req.uri().path().to_string();
-    if path == "/.well-known/agent-card.json" {
-        if !Route::Card.allows(req.method()) {
-            return method_not_allowed(&Route::Card);
-        }
-        return card::serve(&shared.card, &req);
-    }
-    let Some(local) = path.strip_prefix(shared.base_path.as_str()) else {
-        return not_found(&path);
-    };
-    let route = match route(local) {
+    let route = match root_route(&path) {
         Some(route) => route,
-        None if shared.handler.config.jsonrpc && (local.is_empty() || local == "/") => {
-            Route::JsonRpc
+        None => {
+            let Some(local) = path.strip_prefix(shared.base_path.as_str()) else {
+                return (None, not_found(&path));
+            };
+            match route(local) {
+                Some(route) => route,
+                None if shared.handler.config.jsonrpc && (local.is_empty() || local == "/") => {
+                    Route::JsonRpc
+                }
+                None => return (None, not_found(&path)),
+            }
         }
-        None => return not_found(&path),
     };
     if !route.allows(req.method()) {
-        return method_not_allowed(&route);
+        return (Some(route.clone()), method_not_allowed(&route));
     }
+    let response = match route {
+        Route::Card => card::serve(&shared.card, &req),
+        Route::Health => health(&shared),
+        Route::Metrics => metrics(&shared, &req),
+        _ => a2a(shared, slot, req, route.clone()).await,
+    };
+    (Some(route), response)
+}
+
+/// What `/healthz` and `/metrics` read now from outside the metrics.
+fn sampled(shared: &Shared) -> Sampled {
+    let plane = &shared.handler.plane;
+    let store_open = !plane.is_closed();
+    Sampled {
+        live_streams: shared.handler.streams.live(),
+        store_bytes: if store_open {
+            crate::plane::store_bytes(plane.root())
+        } else {
+            0
+        },
+        store_open,
+    }
+}
+
+/// `GET /healthz`: always 200 while the listener serves; the body says how it is.
+fn health(shared: &Shared) -> Response<Body> {
+    let body = shared.handler.plane.metrics().health(sampled(shared));
+    super::json_response(StatusCode::OK, body.to_string().into(), &[])
+}
+
+/// `GET /metrics`: the Prometheus text exposition, for any valid bearer token.
+fn metrics(shared: &Shared, req: &Request<Incoming>) -> Response<Body> {
+    if let Err(err) = authenticate(shared, req) {
+        return unauthenticated(&err, &[]);
+    }
+    let text = shared.handler.plane.metrics().encode(sampled(shared));
+    let mut response = Response::new(full(text.into()));
+    response.headers_mut().insert(
+        CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+    );
+    response
+}
+
+fn authenticate(shared: &Shared, req: &Request<Incoming>) -> Result<String, ApiError> {
+    let authorizations = req
+        .headers()
+        .get_all(hyper::header::AUTHORIZATION)
+        .iter()
+        .map(|v| v.to_str().unwrap_or(""));
+    shared.handler.authenticate(authorizations)
+}
+
+fn unauthenticated(err: &ApiError, extensions: &[String]) -> Response<Body> {
+    let mut response = error_response(err, extensions);
+    response.headers_mut().insert(
+        WWW_AUTHENTICATE,
+        HeaderValue::from_static("Bearer realm=\"a2a\""),
+    );
+    response
+}
+
+/// An A2A route: version, principal, then the operation.
+async fn a2a(
+    shared: Arc<Shared>,
+    slot: Arc<conn::Slot>,
+    req: Request<Incoming>,
+    route: Route,
+) -> Response<Body> {
     let extensions = negotiate::activated_extensions(req.headers());
     let respond = |result: Result<Response<Body>, ApiError>| match result {
         Ok(response) => response,
@@ -167,21 +298,9 @@ pub(super) async fn handle(
             return respond(Err(err));
         }
     }
-    let authorizations = req
-        .headers()
-        .get_all(hyper::header::AUTHORIZATION)
-        .iter()
-        .map(|v| v.to_str().unwrap_or(""));
-    let principal = match shared.handler.authenticate(authorizations) {
+    let principal = match authenticate(&shared, &req) {
         Ok(principal) => principal,
-        Err(err) => {
-            let mut response = error_response(&err, &extensions);
-            response.headers_mut().insert(
-                WWW_AUTHENTICATE,
-                HeaderValue::from_static("Bearer realm=\"a2a\""),
-            );
-            return response;
-        }
+        Err(err) => return unauthenticated(&err, &extensions),
     };
     if route == Route::PushConfigs {
         return respond(Err(ApiError::push_notifications_unsupported(
@@ -206,7 +325,9 @@ pub(super) async fn handle(
         Route::CancelTask(id) => rest::cancel(caller, req, id).await,
         Route::Subscribe(id) => rest::subscribe(caller, req, id).await,
         Route::JsonRpc => Ok(jsonrpc::handle(caller, req).await),
-        Route::Card | Route::PushConfigs => unreachable!("handled above"),
+        Route::Card | Route::Health | Route::Metrics | Route::PushConfigs => {
+            unreachable!("handled above")
+        }
     };
     respond(result)
 }

@@ -324,11 +324,40 @@ impl TaskPlane {
 
     /// The caller cancels its own Task: CANCELED, unless it is terminal already.
     pub fn cancel(&self, principal: &str, task_id: &str) -> Result<TaskRecord, PlaneError> {
-        let (principal, task_id) = (principal.to_string(), task_id.to_string());
+        self.cancel_as(Some(principal.to_string()), task_id, None)
+    }
+
+    /// The operator cancels any Task: CANCELED, unless it is terminal already, with a
+    /// status message that says the operator did it, and why when `reason` is given.
+    pub fn operator_cancel(
+        &self,
+        task_id: &str,
+        reason: Option<&str>,
+    ) -> Result<TaskRecord, PlaneError> {
+        let reason = reason.map(str::trim).filter(|r| !r.is_empty());
+        let text = match reason {
+            Some(reason) => format!("Canceled by the operator: {reason}"),
+            None => "Canceled by the operator.".to_string(),
+        };
+        let note = MessageRecord::agent(vec![crate::record::PartRecord::text(&text)]);
+        self.cancel_as(None, task_id, Some(note))
+    }
+
+    /// CANCELED as `principal` (its own Task only) or as the operator (`None`: any Task).
+    fn cancel_as(
+        &self,
+        principal: Option<String>,
+        task_id: &str,
+        note: Option<MessageRecord>,
+    ) -> Result<TaskRecord, PlaneError> {
+        let task_id = task_id.to_string();
         let now = self.now();
         self.write_publishing(move |tx| {
-            let task = tasks::owned(tx, &principal, &task_id)?
-                .ok_or_else(|| PlaneError::TaskNotFound(task_id.clone()))?;
+            let task = match &principal {
+                Some(principal) => tasks::owned(tx, principal, &task_id)?,
+                None => tasks::by_id(tx, &task_id)?,
+            }
+            .ok_or_else(|| PlaneError::TaskNotFound(task_id.clone()))?;
             if task.record.state.is_terminal() {
                 return Err(PlaneError::NotCancelable {
                     task_id: task_id.clone(),
@@ -339,14 +368,14 @@ impl TaskPlane {
                 tx,
                 &task,
                 TaskState::Canceled,
-                None,
+                note.as_ref(),
                 now,
                 InputRequest::Closed,
             )?;
-            let published = vec![status(&task, TaskState::Canceled, None, now)];
+            let published = vec![status(&task, TaskState::Canceled, note.as_ref(), now)];
             let mut record = task.record;
             record.state = TaskState::Canceled;
-            record.status_message = None;
+            record.status_message = note.clone();
             record.status_ms = now;
             record.input_request_open = false;
             Ok((record, published))

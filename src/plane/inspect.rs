@@ -86,16 +86,7 @@ impl Inspector {
                 .entry(state.map_or("unknown", TaskState::as_str))
                 .or_insert(0) += count;
         }
-        let db = self.root.join(store::DB_FILE);
-        let store_bytes = ["", "-wal", "-shm"]
-            .iter()
-            .filter_map(|suffix| {
-                let mut name = db.as_os_str().to_owned();
-                name.push(suffix);
-                std::fs::metadata(PathBuf::from(name)).ok()
-            })
-            .map(|m| m.len())
-            .sum();
+        let store_bytes = store_bytes(&self.root);
         let session_folders = std::fs::read_dir(self.root.join(super::SESSIONS_DIR))
             .map(|d| d.flatten().filter(|e| e.path().is_dir()).count() as u64)
             .unwrap_or(0);
@@ -115,4 +106,18 @@ impl Inspector {
     pub fn check(&self) -> Result<Vec<String>, PlaneError> {
         inspect::snapshot(&self.conn, |conn| Ok(inspect::problems(conn)?))
     }
+}
+
+/// The size of the store's database files under `root` (with its WAL and shared memory).
+pub fn store_bytes(root: &std::path::Path) -> u64 {
+    let db = root.join(store::DB_FILE);
+    ["", "-wal", "-shm"]
+        .iter()
+        .filter_map(|suffix| {
+            let mut name = db.as_os_str().to_owned();
+            name.push(suffix);
+            std::fs::metadata(PathBuf::from(name)).ok()
+        })
+        .map(|m| m.len())
+        .sum()
 }

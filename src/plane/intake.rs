@@ -49,6 +49,15 @@ pub enum Disposition {
 }
 
 impl Disposition {
+    /// The outcome label of `a2a_messages_total`.
+    pub fn metric(self) -> &'static str {
+        match self {
+            Disposition::Created => "accepted",
+            Disposition::Continued => "continued",
+            Disposition::Duplicate => "duplicate",
+        }
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Disposition::Created => "created",
@@ -373,6 +382,7 @@ impl TaskPlane {
         mut work: impl FnMut(&WriteTx<'_, '_>) -> Result<Acceptance, PlaneError> + Send + 'static,
     ) -> WriteJob<Acceptance> {
         let now = self.now();
+        let metrics = self.metrics.clone();
         self.publishing_job(move |tx| {
             let outcome = work(tx)?;
             let mut published = Vec::new();
@@ -402,6 +412,10 @@ impl TaskPlane {
                 }
             }
             Ok((outcome, published))
+        })
+        .map(move |outcome| {
+            metrics.message(outcome.disposition.metric());
+            outcome
         })
     }
 }

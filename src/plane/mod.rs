@@ -18,7 +18,7 @@
 //! - what the agent may do to a Task, and the caller's cancel: [`agent`];
 //! - the durable half of the wake queue (deliver, give up, replay): [`wakes`];
 //! - outbound delivery, at most one provider mutation per delivery: [`delivery`];
-//! - retention and compaction at startup: [`retention`];
+//! - retention and compaction, at startup and hourly while open: [`retention`];
 //! - the defaults of the operator views and of a wait for the next wake or acceptance:
 //!   [`defaults`].
 //!
@@ -61,11 +61,11 @@ pub use delivery::{
     Reconciler, SendFailure, DEFAULT_LEASE_MS, MAX_LEASE_MS, MIN_LEASE_MS,
 };
 pub use error::PlaneError;
-pub use inspect::{Inspector, StoreStats};
+pub use inspect::{store_bytes, Inspector, StoreStats};
 pub use intake::{Acceptance, Activation, Disposition};
 pub use lookup::EarlierTask;
 pub use query::{ListFilter, PageCursor, SummaryFilter, TaskPage, TaskSummary};
-pub use retention::{CompactionReport, RETENTION_MS};
+pub use retention::{CompactionReport, RETENTION_EVERY_MS, RETENTION_MS};
 pub use route::{check_direct_reply, AlwaysTask, Answer, Executor, Inbound, Watch};
 pub use session::{session_file, SESSIONS_DIR};
 pub use sources::A2A_SOURCE;
@@ -107,6 +107,9 @@ pub struct TaskPlane {
     sources: Arc<RwLock<HashMap<String, Continuation>>>,
     deliveries: Arc<delivery::Leases>,
     events: Arc<EventBus>,
+    metrics: Arc<crate::metrics::Metrics>,
+    /// When retention last ran (the plane's clock), for [`TaskPlane::compact_if_due`].
+    compacted_ms: Arc<std::sync::atomic::AtomicI64>,
     startup: CompactionReport,
     /// Why the wake queue is held, if it is (`hold.rs`).
     hold: Arc<RwLock<Option<String>>>,
@@ -139,6 +142,8 @@ impl TaskPlane {
             )]))),
             deliveries: Arc::new(delivery::Leases::default()),
             events: Arc::new(EventBus::default()),
+            metrics: Arc::default(),
+            compacted_ms: Arc::default(),
             startup: CompactionReport::default(),
             hold: Arc::default(),
         };
@@ -218,18 +223,31 @@ impl TaskPlane {
             Ok((result, published))
         };
         let bus = self.events.clone();
+        let metrics = self.metrics.clone();
         let publish: crate::store::OnCommit<(R, Vec<Published>)> =
             Box::new(move |(_, published)| {
                 // Moved to their subscribers: the job's own answer does not keep them.
                 for p in std::mem::take(published) {
                     match p {
-                        Published::Task(event) => bus.publish(event),
+                        Published::Task(event) => {
+                            if let TaskEvent::Status { state, .. } = &event {
+                                if state.is_settled() {
+                                    metrics.settled(state.as_str());
+                                }
+                            }
+                            bus.publish(event)
+                        }
                         Published::Accepted(accepted) => bus.publish_accepted(accepted),
                     }
                 }
             });
         let job = WriteJob::new(&self.store, work, Some(publish));
         job.map(|(result, _)| result)
+    }
+
+    /// The plane's metrics and health (`GET /metrics`, `GET /healthz`).
+    pub fn metrics(&self) -> &crate::metrics::Metrics {
+        &self.metrics
     }
 
     /// The plane's event bus: per-Task updates and acceptances.

@@ -1,4 +1,7 @@
-//! Startup recovery and compaction of operational records.
+//! Recovery and compaction of operational records: at startup, and while the plane is
+//! open whenever [`RETENTION_EVERY_MS`] has passed since the last run
+//! ([`TaskPlane::compact_if_due`]; the resident asks every minute) or when the operator
+//! asks ([`TaskPlane::compact`], on SIGHUP).
 //!
 //! Acceptance is one transaction, so a claim is never committed without its Task: there is
 //! no half-accepted claim to finish. What recovery does find is a claim whose Task record
@@ -19,6 +22,8 @@
 //!   removed right after the Task is compacted, and a folder of no Task at all (an orphan)
 //!   once it has not changed for the same window.
 
+use std::sync::atomic::Ordering;
+
 use serde_json::json;
 
 use super::{PlaneError, TaskPlane, SESSIONS_DIR};
@@ -29,6 +34,9 @@ use crate::store::{claims, retention, Connection, WriteTx};
 
 /// The retention floor for operational records: 30 days.
 pub const RETENTION_MS: i64 = 30 * DAY_MS;
+
+/// How often retention runs while the plane is open: hourly.
+pub const RETENTION_EVERY_MS: i64 = 60 * 60 * 1000;
 
 /// Counts of what startup recovery and compaction removed or quarantined.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -44,9 +52,26 @@ pub struct CompactionReport {
     pub sessions: usize,
 }
 
+impl CompactionReport {
+    /// The counts as a log line's fields.
+    pub fn counts(&self) -> serde_json::Value {
+        json!({
+            "quarantinedClaims": self.quarantined_claims,
+            "tasks": self.tasks,
+            "claims": self.claims,
+            "evidence": self.evidence,
+            "replyAnchors": self.reply_anchors,
+            "deliveries": self.deliveries,
+            "contexts": self.contexts,
+            "sessions": self.sessions,
+        })
+    }
+}
+
 impl TaskPlane {
     pub(super) fn recover_and_compact(&self) -> Result<CompactionReport, PlaneError> {
         let now = self.now();
+        self.compacted_ms.store(now, Ordering::SeqCst);
         let retention_ms = self.retention_ms;
         let (mut report, removed) = self.write(move |tx| {
             let quarantined = quarantine_orphaned_claims(tx, now)?;
@@ -65,9 +90,24 @@ impl TaskPlane {
         Ok(report)
     }
 
-    /// Runs compaction now (startup does this already).
+    /// Runs recovery and compaction now (startup does this already).
     pub fn compact(&self) -> Result<CompactionReport, PlaneError> {
-        self.recover_and_compact()
+        let report = self.recover_and_compact()?;
+        if report != CompactionReport::default() {
+            crate::log::event("a2a_retention_compacted", json!(report.counts()));
+        }
+        Ok(report)
+    }
+
+    /// The periodic retention rule: compacts when [`RETENTION_EVERY_MS`] has passed on the
+    /// plane's clock since the last run (at open, or by [`TaskPlane::compact`]); `None`
+    /// when it is not due yet.
+    pub fn compact_if_due(&self) -> Result<Option<CompactionReport>, PlaneError> {
+        let last = self.compacted_ms.load(Ordering::SeqCst);
+        if self.now() - last < RETENTION_EVERY_MS {
+            return Ok(None);
+        }
+        self.compact().map(Some)
     }
 }
 

@@ -151,6 +151,7 @@ impl TaskPlane {
             if let Some(prior) =
                 self.prior_outcome(&principal, context_id.as_deref(), None, &message)?
             {
+                self.metrics().message(prior.disposition.metric());
                 return Ok((prior, None));
             }
             if let Some(reply) = ask(executor, &principal, &message, executor_timeout).await {

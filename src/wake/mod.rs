@@ -124,6 +124,17 @@ pub struct WakeQueue {
     inner: Arc<Inner>,
 }
 
+impl crate::metrics::QueueView for Inner {
+    fn queue_state(&self) -> Option<crate::metrics::QueueState> {
+        let state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        (!state.closed).then(|| crate::metrics::QueueState {
+            waiting: state.waiting.len(),
+            working: state.active.is_some(),
+            held: state.hold.clone(),
+        })
+    }
+}
+
 impl WakeQueue {
     /// Starts the queue: replays the eligible activations from the store, then admits new
     /// acceptances as they are committed.
@@ -146,6 +157,8 @@ impl WakeQueue {
                 woke: tokio::sync::Notify::new(),
             }),
         };
+        let view: std::sync::Weak<Inner> = Arc::downgrade(&queue.inner);
+        plane.metrics().set_queue(view);
         for wake in plane.wakes_to_replay()? {
             queue.admit(wake);
         }
@@ -223,6 +236,7 @@ impl WakeQueue {
             }
         }
         if let Some(accepted) = overflow {
+            self.inner.plane.metrics().wake_overflow();
             crate::log::warn(
                 "a2a_wake_overflow",
                 json!({ "taskId": accepted.task_id, "activationId": accepted.activation_id, "waiting": MAX_WAITING }),
@@ -283,6 +297,7 @@ impl WakeQueue {
         };
         match &reason {
             Some(why) => {
+                self.inner.plane.metrics().turn("held");
                 crate::log::warn(
                     "a2a_queue_held",
                     json!({ "reason": why, "waiting": to_note.len() }),
@@ -348,6 +363,7 @@ impl WakeQueue {
                     delivery,
                 };
                 state.active = Some(Active { pending, delivery });
+                self.inner.plane.metrics().turn("started");
                 After::Done(Some(wake))
             }
             Ok(Delivery::Skipped(_)) => After::Again,
@@ -500,6 +516,7 @@ impl WakeQueue {
         let (activation_id, task) = (pending.accepted.activation_id.clone(), task_id.to_string());
         let requeue = match outcome {
             TurnOutcome::Failed => {
+                plane.metrics().turn("failed");
                 let reason = reason
                     .map(str::trim)
                     .filter(|r| !r.is_empty())
