@@ -1,5 +1,6 @@
-//! Compiles `proto/` into prost types with ProtoJSON serde (pbjson), then lets napi-build
-//! set the linker flags a Node addon needs.
+//! Compiles `proto/` into prost types with ProtoJSON serde (pbjson) and the `A2AService`
+//! gRPC server and client (tonic, over the same types), then lets napi-build set the linker
+//! flags a Node addon needs.
 
 use prost::Message;
 
@@ -18,6 +19,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .extern_path(".google.protobuf.Timestamp", "crate::wire::Timestamp")
         .compile_well_known_types()
         .extern_path(".google.protobuf", "::pbjson_types")
+        // The client serves the tests (and any embedder dialing a gRPC agent); no
+        // `transport` code: the server is served from our own accept loop.
+        .service_generator(
+            tonic_prost_build::configure()
+                .build_server(true)
+                .build_client(true)
+                .build_transport(false)
+                .service_generator(),
+        )
         .compile_fds(fds)?;
 
     pbjson_build::Builder::new()

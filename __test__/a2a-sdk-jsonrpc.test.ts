@@ -8,7 +8,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
-import { Role, TaskState, type Message, type SendMessageRequest } from "@a2a-js/sdk";
+import { TaskState } from "@a2a-js/sdk";
 import {
   type Client,
   ClientFactory,
@@ -19,6 +19,7 @@ import {
 } from "@a2a-js/sdk/client";
 import { A2AListener, type EmbedderAgent, TaskPlane } from "../index.js";
 import { type ScriptedAgent, startScriptedAgent } from "./helpers/scripted-agent.ts";
+import { message, type Named, reasonIs, request, textOf } from "./helpers/sdk-messages.ts";
 
 const TOKEN = "sdk-rpc-token-0123456789";
 const OTHER = "other-rpc-token-0123456789";
@@ -44,33 +45,6 @@ async function clientFor(token: string, url = listener.url): Promise<Client> {
   );
   return factory.createFromUrl(url);
 }
-
-function message(text: string, taskId = "", contextId = "", messageId = randomUUID()): Message {
-  return {
-    messageId,
-    contextId,
-    taskId,
-    role: Role.ROLE_USER,
-    parts: [{ content: { $case: "text", value: text }, metadata: undefined, filename: "", mediaType: "" }],
-    metadata: undefined,
-    extensions: [],
-    referenceTaskIds: [],
-  };
-}
-
-function request(msg: Message, returnImmediately = false): SendMessageRequest {
-  const configuration = returnImmediately ? { acceptedOutputModes: [], taskPushNotificationConfig: undefined, returnImmediately } : undefined;
-  return { tenant: "", message: msg, configuration, metadata: undefined };
-}
-
-const textOf = (parts: { content?: { $case: string; value?: unknown } }[] | undefined) =>
-  (parts ?? []).map((p) => (p.content?.$case === "text" ? String(p.content.value) : "")).join("");
-
-type Named = Error & { reason?: string; name: string };
-const reasonIs = (reason: string) => (err: Named) => {
-  assert.equal(err.reason, reason, `${err.name}: ${err.message}`);
-  return true;
-};
 
 const credentials = join(dir, "credentials.json");
 

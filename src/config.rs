@@ -139,6 +139,39 @@ mod tests {
         let err = with(Some("maybe")).unwrap_err();
         assert_eq!(err.variable, "A2A_JSONRPC");
         assert!(err.message.contains("`maybe`"), "{}", err.message);
+        let grpc = |pairs: &[(&str, &str)]| {
+            let mut all = vec![("A2A_CREDENTIALS_PATH", "/etc/a2a/credentials.json")];
+            all.extend_from_slice(pairs);
+            ListenerConfig::from_env(&env(&all))
+        };
+        assert!(!grpc(&[("A2A_GRPC", "0")]).unwrap().grpc);
+        assert_eq!(
+            grpc(&[("A2A_GRPC", "off")]).unwrap().grpc_bind_port(),
+            Ok(None)
+        );
+        assert_eq!(grpc(&[("A2A_GRPC", "x")]).unwrap_err().variable, "A2A_GRPC");
+        assert_eq!(
+            grpc(&[("A2A_GRPC_PORT", "x")]).unwrap_err().variable,
+            "A2A_GRPC_PORT"
+        );
+    }
+
+    #[test]
+    fn the_grpc_port_is_its_own_variable_else_the_next_port_else_an_ephemeral_one() {
+        let port = |pairs: &[(&str, &str)]| {
+            let mut all = vec![("A2A_CREDENTIALS_PATH", "/etc/a2a/credentials.json")];
+            all.extend_from_slice(pairs);
+            ListenerConfig::from_env(&env(&all)).and_then(|c| c.grpc_bind_port())
+        };
+        assert_eq!(port(&[]), Ok(Some(8789)));
+        assert_eq!(port(&[("A2A_PORT", "9000")]), Ok(Some(9001)));
+        assert_eq!(port(&[("A2A_PORT", "0")]), Ok(Some(0)));
+        assert_eq!(
+            port(&[("A2A_PORT", "9000"), ("A2A_GRPC_PORT", "7000")]),
+            Ok(Some(7000))
+        );
+        let err = port(&[("A2A_PORT", "65535")]).unwrap_err();
+        assert_eq!(err.variable, "A2A_GRPC_PORT");
     }
 
     #[test]
@@ -249,6 +282,11 @@ pub struct ListenerConfig {
     /// Whether the JSON-RPC binding is served (and listed in the card) beside HTTP+JSON
     /// (`A2A_JSONRPC`: `1` or `0`, default `1`).
     pub jsonrpc: bool,
+    /// Whether the gRPC binding is served (and listed in the card) on its own port
+    /// (`A2A_GRPC`: `1` or `0`, default `1`).
+    pub grpc: bool,
+    /// `A2A_GRPC_PORT`: the gRPC port; unset, see [`ListenerConfig::grpc_bind_port`].
+    pub grpc_port: Option<u16>,
 }
 
 impl ListenerConfig {
@@ -272,6 +310,25 @@ impl ListenerConfig {
             max_streams_per_principal: 256,
             stream_coalesce_ms: 2,
             jsonrpc: true,
+            grpc: true,
+            grpc_port: None,
+        }
+    }
+
+    /// The port gRPC listens on (`None`: turned off). gRPC is HTTP/2 with its own framing,
+    /// so it gets a port of its own beside the HTTP/1.1 one: `A2A_GRPC_PORT`, else the
+    /// next port after a fixed `A2A_PORT`, else (A2A_PORT 0) an ephemeral one.
+    pub fn grpc_bind_port(&self) -> Result<Option<u16>, ConfigError> {
+        if !self.grpc {
+            return Ok(None);
+        }
+        match (self.grpc_port, self.port) {
+            (Some(port), _) => Ok(Some(port)),
+            (None, 0) => Ok(Some(0)),
+            (None, port) => port.checked_add(1).map(Some).ok_or_else(|| ConfigError {
+                variable: "A2A_GRPC_PORT".into(),
+                message: format!("A2A_PORT is {port}, so the gRPC port (A2A_PORT + 1 by default) does not exist: set A2A_GRPC_PORT, or A2A_GRPC=0"),
+            }),
         }
     }
 
@@ -353,6 +410,16 @@ impl ListenerConfig {
         if let Some(value) = var(env, "A2A_JSONRPC") {
             config.jsonrpc = binding_switch("A2A_JSONRPC", &value)?;
         }
+        if let Some(value) = var(env, "A2A_GRPC") {
+            config.grpc = binding_switch("A2A_GRPC", &value)?;
+        }
+        if let Some(port) = var(env, "A2A_GRPC_PORT") {
+            config.grpc_port = Some(port.parse().map_err(|_| ConfigError {
+                variable: "A2A_GRPC_PORT".into(),
+                message: format!("`{port}` is not a port number (0..=65535)"),
+            })?);
+        }
+        config.grpc_bind_port()?;
         Ok(config)
     }
 }

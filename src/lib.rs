@@ -20,8 +20,9 @@
 //!   page sizes and signed page tokens, the blocking wait, the executor, the stream pool),
 //!   what a caller sees of a Task, and errors with their A2A reasons.
 //! - [`http`]: the A2A listener (hyper, own router): HTTP+JSON and JSON-RPC 2.0 on one port,
-//!   thin adapters over [`handler`]; SSE, the Agent Card, and what a client may hold
-//!   (connections, write deadlines; see `docs/reliability.md`).
+//!   gRPC (tonic over HTTP/2, `http::grpc`) on its own, thin adapters over [`handler`]; SSE,
+//!   the Agent Card, and what a client may hold (connections, write deadlines; see
+//!   `docs/reliability.md`).
 //! - [`log`]: structured JSON log lines with stable event names.
 //! - [`metrics`]: what an operator watches: Prometheus metrics and the health summary,
 //!   one set per open plane.

@@ -153,7 +153,13 @@ fn the_card_lists_json_rpc_beside_http_json_and_a2a_jsonrpc_0_turns_it_off() {
     let card = off
         .call("GET", "/.well-known/agent-card.json", None, None)
         .json();
-    assert_eq!(card["supportedInterfaces"].as_array().unwrap().len(), 1);
+    let bindings: Vec<&Value> = card["supportedInterfaces"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| &i["protocolBinding"])
+        .collect();
+    assert_eq!(bindings, [&json!("HTTP+JSON"), &json!("GRPC")]);
     let reply = post(&off, Some(ALICE), &call("GetTask", json!({"id": "t"})), &[]);
     assert_eq!(reply.status, 404);
 }

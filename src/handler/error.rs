@@ -70,6 +70,23 @@ impl ApiError {
         ApiError::new(status, "PUSH_NOTIFICATION_NOT_SUPPORTED", message)
     }
 
+    /// A push-notification-config operation: none are kept (`pushNotifications: false`).
+    pub fn push_config_operations_unsupported() -> Self {
+        ApiError::push_notifications_unsupported(
+            StatusCode::NOT_IMPLEMENTED,
+            "push notifications are not supported by this agent (its card declares pushNotifications: false); poll the Task or subscribe",
+        )
+    }
+
+    /// GetExtendedAgentCard: there is none (`extendedAgentCard: false`).
+    pub fn extended_card_not_configured() -> Self {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "EXTENDED_AGENT_CARD_NOT_CONFIGURED",
+            "this agent has no extended Agent Card (its card declares extendedAgentCard: false); the public card at /.well-known/agent-card.json is the whole card",
+        )
+    }
+
     /// 401 UNAUTHENTICATED: no (known) bearer token.
     pub fn unauthenticated(message: impl Into<String>) -> Self {
         ApiError::new(StatusCode::UNAUTHORIZED, "UNAUTHENTICATED", message)

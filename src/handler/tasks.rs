@@ -10,7 +10,7 @@ use super::streams::{stream_updates, EventStream};
 use super::Ctx;
 use crate::plane::ListFilter;
 use crate::wire::convert;
-use crate::wire::{ListTasksResponse, Task, TaskState, Timestamp};
+use crate::wire::{ListTasksRequest, ListTasksResponse, Task, TaskState, Timestamp};
 
 /// GetTask on every binding: the caller's Task, with at most `history_length` messages.
 pub async fn get_task(
@@ -32,6 +32,51 @@ pub struct ListQuery {
     pub status_timestamp_after: Option<Timestamp>,
     pub include_artifacts: bool,
     pub history_length: Option<u32>,
+}
+
+impl ListQuery {
+    /// A `ListTasksRequest` message as the bindings that carry it whole read it (JSON-RPC's
+    /// params, gRPC's message); HTTP+JSON reads the same fields from its query string.
+    pub fn from_request(request: ListTasksRequest) -> Result<ListQuery, ApiError> {
+        let status = match TaskState::try_from(request.status) {
+            Ok(TaskState::Unspecified) => None,
+            Ok(state) => Some(state),
+            Err(_) => {
+                return Err(ApiError::invalid(
+                    "status",
+                    format!("`{}` is not a TaskState", request.status),
+                ))
+            }
+        };
+        Ok(ListQuery {
+            context_id: Some(request.context_id).filter(|c| !c.is_empty()),
+            status,
+            page_size: request.page_size.map(|n| n.to_string()),
+            page_token: Some(request.page_token).filter(|t| !t.is_empty()),
+            status_timestamp_after: request.status_timestamp_after,
+            include_artifacts: request.include_artifacts.unwrap_or(false),
+            history_length: history_length(request.history_length)?,
+        })
+    }
+}
+
+/// A request message's `historyLength`: absent, or a whole number ≥ 0.
+pub fn history_length(value: Option<i32>) -> Result<Option<u32>, ApiError> {
+    match value {
+        Some(n) if n < 0 => Err(ApiError::invalid(
+            "historyLength",
+            format!("must be a whole number ≥ 0, got `{n}`"),
+        )),
+        other => Ok(other.map(|n| n as u32)),
+    }
+}
+
+/// A request message's REQUIRED Task id.
+pub fn task_id(id: String) -> Result<String, ApiError> {
+    if id.is_empty() {
+        return Err(ApiError::invalid("id", "is required: the Task's id"));
+    }
+    Ok(id)
 }
 
 /// ListTasks on every binding: one page of the caller's Tasks, with a signed token for the

@@ -1,17 +1,26 @@
-//! The accept loop: each connection admitted into the pool (at the limit the longest-idle
-//! one makes room), served by hyper's HTTP/1 with the header-read and write deadlines,
-//! closed gracefully on shutdown or when the pool asks for its room, and each request
-//! counted in flight until hyper has written its whole response body.
+//! The accept loops: each connection admitted into the pool (at the limit the longest-idle
+//! one makes room), served by hyper (HTTP/1 with the header-read deadline on the main port,
+//! HTTP/2 for gRPC on its own) with the write deadline, closed gracefully on shutdown or
+//! when the pool asks for its room, and each request counted in flight until hyper has
+//! written its whole response body. One pool for both ports: `A2A_MAX_CONNECTIONS` counts
+//! every connection, and a gRPC connection, however many calls it multiplexes, is one (idle
+//! when none is in flight).
 
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use hyper_util::rt::TokioIo;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::graceful::GracefulConnection;
+use tonic::codegen::Service as _;
 
+use super::grpc::{A2aServiceServer, Service as GrpcService};
 use super::router::handle;
 use super::{conn, Body, Shared};
+
+/// A connection's socket as hyper serves it.
+type Io = TokioIo<conn::WriteDeadline<tokio::net::TcpStream>>;
 
 /// How long `close()` waits for open connections to finish.
 pub(super) const CLOSE_GRACE: Duration = Duration::from_secs(5);
@@ -20,12 +29,82 @@ pub(super) const CLOSE_GRACE: Duration = Duration::from_secs(5);
 /// frame) here.
 const WRITE_BUFFER_BYTES: usize = 64 * 1024;
 
-/// Accepts connections on `listener` until shutdown, then waits (at most [`CLOSE_GRACE`])
-/// for the open ones to finish.
+/// Serves HTTP+JSON and JSON-RPC (HTTP/1.1) on `listener` until shutdown.
 pub(super) async fn serve(listener: tokio::net::TcpListener, shared: Arc<Shared>) {
+    let idle = Duration::from_millis(shared.handler.config.idle_timeout_ms);
+    let serving = shared.clone();
+    accept_loop(listener, shared, move |io, slot| {
+        let service = {
+            let (shared, slot) = (serving.clone(), slot.clone());
+            hyper::service::service_fn(move |req| {
+                let shared = shared.clone();
+                let request = shared.connections.request_started(&slot);
+                let slot = slot.clone();
+                async move {
+                    let response = handle(shared, slot, req).await;
+                    // The request counts as in flight until hyper has written (and dropped)
+                    // the whole response body.
+                    Ok::<_, Infallible>(response.map(|body| {
+                        http_body_util::BodyExt::boxed(Tracked {
+                            inner: body,
+                            _request: request,
+                        })
+                    }))
+                }
+            })
+        };
+        hyper::server::conn::http1::Builder::new()
+            .timer(TokioTimer::new())
+            .header_read_timeout(idle)
+            .max_buf_size(WRITE_BUFFER_BYTES)
+            .keep_alive(true)
+            .serve_connection(io, service)
+    })
+    .await
+}
+
+/// Serves gRPC (HTTP/2) on `listener` until shutdown.
+pub(super) async fn serve_grpc(
+    listener: tokio::net::TcpListener,
+    shared: Arc<Shared>,
+    grpc: A2aServiceServer<GrpcService>,
+) {
+    let connections = shared.connections.clone();
+    accept_loop(listener, shared, move |io, slot| {
+        let service = {
+            let (connections, grpc) = (connections.clone(), grpc.clone());
+            hyper::service::service_fn(move |req| {
+                let request = connections.request_started(&slot);
+                let mut grpc = grpc.clone();
+                async move {
+                    let response = grpc.call(req).await?;
+                    Ok::<_, Infallible>(response.map(|body| Tracked {
+                        inner: body,
+                        _request: request,
+                    }))
+                }
+            })
+        };
+        hyper::server::conn::http2::Builder::new(TokioExecutor::new())
+            .timer(TokioTimer::new())
+            // What one stream holds for a client that stops reading it (see grpc.rs).
+            .max_send_buf_size(WRITE_BUFFER_BYTES)
+            .serve_connection(io, service)
+    })
+    .await
+}
+
+/// Accepts connections on `listener` until shutdown, each served by the connection
+/// `connect` makes of it, then waits (at most [`CLOSE_GRACE`]) for the open ones to finish.
+async fn accept_loop<C>(
+    listener: tokio::net::TcpListener,
+    shared: Arc<Shared>,
+    connect: impl Fn(Io, Arc<conn::Slot>) -> C,
+) where
+    C: GracefulConnection<Error = hyper::Error> + Send + 'static,
+{
     let connections = shared.connections.clone();
     let mut shutdown = shared.handler.shutdown.clone();
-    let idle = Duration::from_millis(shared.handler.config.idle_timeout_ms);
     let write_timeout = Duration::from_millis(shared.handler.config.write_timeout_ms);
     loop {
         let stream = tokio::select! {
@@ -45,32 +124,8 @@ pub(super) async fn serve(listener: tokio::net::TcpListener, shared: Arc<Shared>
             slot = connections.admit() => slot,
         };
         let _ = stream.set_nodelay(true);
-        let service = {
-            let (shared, slot) = (shared.clone(), slot.clone());
-            hyper::service::service_fn(move |req| {
-                let shared = shared.clone();
-                let request = shared.connections.request_started(&slot);
-                let slot = slot.clone();
-                async move {
-                    let response = handle(shared, slot, req).await;
-                    // The request counts as in flight until hyper has written (and dropped)
-                    // the whole response body.
-                    Ok::<_, Infallible>(response.map(|body| {
-                        http_body_util::BodyExt::boxed(Tracked {
-                            inner: body,
-                            _request: request,
-                        })
-                    }))
-                }
-            })
-        };
         let io = TokioIo::new(conn::WriteDeadline::new(stream, write_timeout));
-        let conn = hyper::server::conn::http1::Builder::new()
-            .timer(hyper_util::rt::TokioTimer::new())
-            .header_read_timeout(idle)
-            .max_buf_size(WRITE_BUFFER_BYTES)
-            .keep_alive(true)
-            .serve_connection(io, service);
+        let conn = connect(io, slot.clone());
         let mut shutdown = shutdown.clone();
         // Returns the slot when the task ends, even by a panic in a handler.
         let end = conn::ConnectionEnd::new(connections.clone(), slot.clone());
@@ -87,7 +142,7 @@ pub(super) async fn serve(listener: tokio::net::TcpListener, shared: Arc<Shared>
                     // Idle: closes now; busy: after the response in progress. A connection
                     // that serves no request yet does not close (a partial request head, a
                     // response still flushing to a slow reader) is dropped shortly after.
-                    conn.as_mut().graceful_shutdown();
+                    GracefulConnection::graceful_shutdown(conn.as_mut());
                     loop {
                         tokio::select! {
                             ended = conn.as_mut() => break ended,
@@ -111,19 +166,19 @@ pub(super) async fn serve(listener: tokio::net::TcpListener, shared: Arc<Shared>
 }
 
 /// A response body that marks its request done when hyper drops it.
-struct Tracked {
-    inner: Body,
+struct Tracked<B = Body> {
+    inner: B,
     _request: conn::RequestGuard,
 }
 
-impl hyper::body::Body for Tracked {
+impl<B: hyper::body::Body<Data = Bytes> + Unpin> hyper::body::Body for Tracked<B> {
     type Data = Bytes;
-    type Error = Infallible;
+    type Error = B::Error;
 
     fn poll_frame(
         mut self: std::pin::Pin<&mut Self>,
         cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Bytes>, Infallible>>> {
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Bytes>, B::Error>>> {
         std::pin::Pin::new(&mut self.inner).poll_frame(cx)
     }
 

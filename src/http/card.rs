@@ -12,7 +12,7 @@ use super::{empty, full, Body};
 
 use crate::config::ListenerConfig;
 use crate::wire::extensions::{ELICITATION_V1, OUTFITTER_TASK_V1};
-use crate::wire::{AgentCard, JSONRPC_BINDING, PROTOCOL_BINDING, PROTOCOL_VERSION};
+use crate::wire::{AgentCard, GRPC_BINDING, JSONRPC_BINDING, PROTOCOL_BINDING, PROTOCOL_VERSION};
 
 /// The card, encoded once.
 pub struct CardDocument {
@@ -24,7 +24,30 @@ pub struct CardDocument {
 /// How long clients may cache the card.
 pub const MAX_AGE_SECONDS: u32 = 300;
 
-pub fn build(config: &ListenerConfig, interface_url: &str, started_ms: i64) -> CardDocument {
+/// The gRPC interface's URL: `host:port`, the target both official clients' gRPC
+/// transports dial as given (Python's `grpc.aio.insecure_channel`, JS's `@grpc/grpc-js`
+/// client), with the interface URL's host and the gRPC port.
+pub fn grpc_target(interface_url: &str, port: u16) -> String {
+    let rest = interface_url
+        .split_once("://")
+        .map(|(_, r)| r)
+        .unwrap_or(interface_url);
+    let authority = rest.split('/').next().unwrap_or(rest);
+    let host = match authority.rfind(']') {
+        // `[::1]:8788`: the port follows the bracket.
+        Some(end) => &authority[..=end],
+        None => authority.split(':').next().unwrap_or(authority),
+    };
+    format!("{host}:{port}")
+}
+
+/// The card; `grpc_url`: gRPC's interface, when it is served.
+pub fn build(
+    config: &ListenerConfig,
+    interface_url: &str,
+    grpc_url: Option<String>,
+    started_ms: i64,
+) -> CardDocument {
     // HTTP+JSON first: the preferred binding. JSON-RPC is served at the interface URL
     // itself (a POST there; HTTP+JSON has no route at it).
     let mut interfaces = vec![json!({
@@ -36,6 +59,13 @@ pub fn build(config: &ListenerConfig, interface_url: &str, started_ms: i64) -> C
         interfaces.push(json!({
             "url": interface_url,
             "protocolBinding": JSONRPC_BINDING,
+            "protocolVersion": PROTOCOL_VERSION,
+        }));
+    }
+    if let Some(url) = grpc_url {
+        interfaces.push(json!({
+            "url": url,
+            "protocolBinding": GRPC_BINDING,
             "protocolVersion": PROTOCOL_VERSION,
         }));
     }
@@ -121,4 +151,19 @@ pub fn serve(card: &CardDocument, req: &Request<Incoming>) -> Response<Body> {
         .header(CONTENT_TYPE, "application/json")
         .body(body)
         .unwrap_or_else(|_| Response::new(empty()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_grpc_interface_is_the_host_of_the_interface_url_at_the_grpc_port() {
+        assert_eq!(grpc_target("http://127.0.0.1:8788", 8789), "127.0.0.1:8789");
+        assert_eq!(
+            grpc_target("https://h.example/a2a/", 9000),
+            "h.example:9000"
+        );
+        assert_eq!(grpc_target("http://[::1]:8788", 8789), "[::1]:8789");
+    }
 }

@@ -30,12 +30,14 @@ use serde_json::{json, Map, Value};
 
 use super::{empty, json_response, negotiate, sse, task_stream, Body, Caller};
 use crate::handler::send::{send_message, stream_message};
-use crate::handler::tasks::{cancel_task, get_task, list_tasks, subscribe_task, ListQuery};
+use crate::handler::tasks::{
+    cancel_task, get_task, history_length, list_tasks, subscribe_task, task_id, ListQuery,
+};
 use crate::handler::ApiError;
 use crate::wire::json::ListTasksResponseJson;
 use crate::wire::{
     self, CancelTaskRequest, GetTaskRequest, ListTasksRequest, SendMessageRequest,
-    SubscribeToTaskRequest, TaskState,
+    SubscribeToTaskRequest,
 };
 
 /// JSON-RPC 2.0's own error codes.
@@ -194,46 +196,6 @@ fn params<T: serde::de::DeserializeOwned>(
     Ok(wire::json::decode_value_unchecked(what, params)?)
 }
 
-/// A REQUIRED Task id of a request message.
-fn task_id(id: String) -> Result<String, ApiError> {
-    if id.is_empty() {
-        return Err(ApiError::invalid("id", "is required: the Task's id"));
-    }
-    Ok(id)
-}
-
-fn history_length(value: Option<i32>) -> Result<Option<u32>, ApiError> {
-    match value {
-        Some(n) if n < 0 => Err(ApiError::invalid(
-            "historyLength",
-            format!("must be a whole number ≥ 0, got `{n}`"),
-        )),
-        other => Ok(other.map(|n| n as u32)),
-    }
-}
-
-fn list_query(request: ListTasksRequest) -> Result<ListQuery, ApiError> {
-    let status = match TaskState::try_from(request.status) {
-        Ok(TaskState::Unspecified) => None,
-        Ok(state) => Some(state),
-        Err(_) => {
-            return Err(ApiError::invalid(
-                "status",
-                format!("`{}` is not a TaskState", request.status),
-            ))
-        }
-    };
-    Ok(ListQuery {
-        context_id: Some(request.context_id).filter(|c| !c.is_empty()),
-        status,
-        page_size: request.page_size.map(|n| n.to_string()),
-        page_token: Some(request.page_token).filter(|t| !t.is_empty()),
-        status_timestamp_after: request.status_timestamp_after,
-        include_artifacts: request.include_artifacts.unwrap_or(false),
-        history_length: history_length(request.history_length)?,
-    })
-}
-
 /// Serves one JSON-RPC POST from an authenticated caller.
 pub(super) async fn handle(caller: Caller, req: Request<Incoming>) -> Response<Body> {
     let extensions = caller.ctx.extensions.clone();
@@ -313,8 +275,8 @@ async fn dispatch(
     let extensions = ctx.extensions.clone();
     match method.as_str() {
         "SendMessage" => {
-            let request: SendMessageRequest = wire::json::decode_value("SendMessageRequest", raw)
-                .map_err(ApiError::from)?;
+            let request: SendMessageRequest =
+                wire::json::decode_value("SendMessageRequest", raw).map_err(ApiError::from)?;
             let response = send_message(ctx, request).await?;
             Ok(result_response(&id, &response, &extensions))
         }
@@ -322,12 +284,19 @@ async fn dispatch(
             let mut request: SendMessageRequest =
                 wire::json::decode_value("SendMessageRequest", raw).map_err(ApiError::from)?;
             if notification {
-                request.configuration.get_or_insert_with(Default::default).return_immediately = true;
+                request
+                    .configuration
+                    .get_or_insert_with(Default::default)
+                    .return_immediately = true;
                 let response = send_message(ctx, request).await?;
                 return Ok(result_response(&id, &response, &extensions));
             }
             let stream = stream_message(ctx, request).await?;
-            Ok(task_stream::respond(&caller, stream, sse::Framing::JsonRpc(id)))
+            Ok(task_stream::respond(
+                &caller,
+                stream,
+                sse::Framing::JsonRpc(id),
+            ))
         }
         "GetTask" => {
             let request: GetTaskRequest = params("GetTaskRequest", raw)?;
@@ -337,8 +306,12 @@ async fn dispatch(
         }
         "ListTasks" => {
             let request: ListTasksRequest = params("ListTasksRequest", raw)?;
-            let response = list_tasks(ctx, list_query(request)?)?;
-            Ok(result_response(&id, &ListTasksResponseJson(&response), &extensions))
+            let response = list_tasks(ctx, ListQuery::from_request(request)?)?;
+            Ok(result_response(
+                &id,
+                &ListTasksResponseJson(&response),
+                &extensions,
+            ))
         }
         "CancelTask" => {
             let request: CancelTaskRequest = params("CancelTaskRequest", raw)?;
@@ -352,22 +325,19 @@ async fn dispatch(
                 return Ok(no_content(&extensions));
             }
             let stream = subscribe_task(ctx, &task).await?;
-            Ok(task_stream::respond(&caller, stream, sse::Framing::JsonRpc(id)))
+            Ok(task_stream::respond(
+                &caller,
+                stream,
+                sse::Framing::JsonRpc(id),
+            ))
         }
         "CreateTaskPushNotificationConfig"
         | "GetTaskPushNotificationConfig"
         | "ListTaskPushNotificationConfigs"
-        | "DeleteTaskPushNotificationConfig" => Err(ApiError::push_notifications_unsupported(
-            StatusCode::NOT_IMPLEMENTED,
-            "push notifications are not supported by this agent (its card declares pushNotifications: false); poll the Task or subscribe",
-        )
-        .into()),
-        "GetExtendedAgentCard" => Err(ApiError::new(
-            StatusCode::BAD_REQUEST,
-            "EXTENDED_AGENT_CARD_NOT_CONFIGURED",
-            "this agent has no extended Agent Card (its card declares extendedAgentCard: false); the public card at /.well-known/agent-card.json is the whole card",
-        )
-        .into()),
+        | "DeleteTaskPushNotificationConfig" => {
+            Err(ApiError::push_config_operations_unsupported().into())
+        }
+        "GetExtendedAgentCard" => Err(ApiError::extended_card_not_configured().into()),
         other => Err(Refusal::Protocol(json!({
             "code": METHOD_NOT_FOUND,
             "message": format!("Method not found: `{other}`; A2A's methods are SendMessage, SendStreamingMessage, GetTask, ListTasks, CancelTask, SubscribeToTask and GetExtendedAgentCard"),

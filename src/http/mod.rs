@@ -1,7 +1,8 @@
 //! The A2A listener: hyper 1 on a tokio runtime owned by the listener (never a global),
 //! with our own small router (`/tasks/{id}:cancel`-style paths), serving two bindings on one
 //! port: HTTP+JSON (`rest.rs`), and JSON-RPC 2.0 at the interface URL itself
-//! (`jsonrpc.rs`). Both are thin adapters over the request handler (`crate::handler`),
+//! (`jsonrpc.rs`); and gRPC (`grpc.rs`, tonic over HTTP/2) on a port of its own
+//! (`ListenerConfig::grpc_bind_port`). All are thin adapters over the request handler (`crate::handler`),
 //! where every rule of each A2A operation lives: a binding reads its request into the
 //! operation's typed request, and writes the result, or the error, in its own form; a
 //! stream's framing is an `sse::Framing`.
@@ -23,13 +24,14 @@
 //! Files: `accept.rs` (the accept loop: connections in, each request tracked until its
 //! response is written), `router.rs` (the routes and the checks every request passes in
 //! the order above); the routes are `card.rs` (the Agent Card), `rest.rs` (HTTP+JSON)
-//! and `jsonrpc.rs` (every method); what they share is `task_stream.rs` (a handler stream
+//! and `jsonrpc.rs` (every method), and `grpc.rs` serves the gRPC port; what they share is `task_stream.rs` (a handler stream
 //! as SSE), `sse.rs` (framing and backpressure), `negotiate.rs` (headers and bodies) and
 //! `conn.rs`.
 
 mod accept;
 mod card;
 mod conn;
+mod grpc;
 mod jsonrpc;
 mod negotiate;
 mod rest;
@@ -85,6 +87,7 @@ pub struct Listener {
     shutdown: watch::Sender<bool>,
     serve: Option<tokio::task::JoinHandle<()>>,
     local_addr: SocketAddr,
+    grpc_addr: Option<SocketAddr>,
     interface_url: String,
     warnings: Vec<String>,
 }
@@ -116,6 +119,14 @@ impl Listener {
             .set_nonblocking(true)
             .map_err(|e| format!("cannot configure the listening socket: {e}"))?;
         let local_addr = std_listener.local_addr().map_err(|e| e.to_string())?;
+        let grpc_listener = match config.grpc_bind_port().map_err(|e| e.to_string())? {
+            Some(port) => Some(bind_grpc(&config.host, port)?),
+            None => None,
+        };
+        let grpc_addr = match &grpc_listener {
+            Some(listener) => Some(listener.local_addr().map_err(|e| e.to_string())?),
+            None => None,
+        };
         let interface_url = match &config.public_url {
             Some(url) => url.clone(),
             None => format!("http://{local_addr}"),
@@ -139,7 +150,12 @@ impl Listener {
             max_streams_per_principal: config.max_streams_per_principal,
         });
         let executor: ExecutorSlot = Arc::new(std::sync::RwLock::new(executor));
-        let card = card::build(&config, &interface_url, started_ms);
+        let card = card::build(
+            &config,
+            &interface_url,
+            grpc_addr.map(|addr| card::grpc_target(&interface_url, addr.port())),
+            started_ms,
+        );
         let handler = Arc::new(Handler {
             page_tokens,
             plane,
@@ -157,14 +173,37 @@ impl Listener {
             base_path,
             connections,
         });
-        let listener = {
+        let (listener, grpc_listener) = {
             let _guard = runtime.enter();
-            tokio::net::TcpListener::from_std(std_listener).map_err(|e| e.to_string())?
+            let listener =
+                tokio::net::TcpListener::from_std(std_listener).map_err(|e| e.to_string())?;
+            let grpc_listener = match grpc_listener {
+                Some(std) => {
+                    Some(tokio::net::TcpListener::from_std(std).map_err(|e| e.to_string())?)
+                }
+                None => None,
+            };
+            (listener, grpc_listener)
         };
-        let serve = runtime.spawn(accept::serve(listener, shared));
+        let grpc = grpc_listener.map(|grpc_listener| {
+            let service = grpc::Service::new(shared.handler.clone(), shared.connections.clone());
+            accept::serve_grpc(grpc_listener, shared.clone(), service)
+        });
+        let serve = runtime.spawn(async move {
+            match grpc {
+                Some(grpc) => {
+                    tokio::join!(accept::serve(listener, shared), grpc);
+                }
+                None => accept::serve(listener, shared).await,
+            }
+        });
         crate::log::event(
             "a2a_server_started",
-            json!({ "bind": local_addr.to_string(), "url": interface_url }),
+            json!({
+                "bind": local_addr.to_string(),
+                "url": interface_url,
+                "grpc_bind": grpc_addr.map(|addr| addr.to_string()),
+            }),
         );
         Ok(Listener {
             handler,
@@ -173,6 +212,7 @@ impl Listener {
             shutdown: shutdown_tx,
             serve: Some(serve),
             local_addr,
+            grpc_addr,
             interface_url,
             warnings,
         })
@@ -197,6 +237,11 @@ impl Listener {
 
     pub fn local_addr(&self) -> SocketAddr {
         self.local_addr
+    }
+
+    /// Where gRPC listens (`None`: turned off by `A2A_GRPC=0`).
+    pub fn grpc_addr(&self) -> Option<SocketAddr> {
+        self.grpc_addr
     }
 
     /// The interface URL clients use (also in the Agent Card).
@@ -228,6 +273,21 @@ impl Drop for Listener {
     fn drop(&mut self) {
         self.close();
     }
+}
+
+/// Binds the gRPC port on the listener's host.
+fn bind_grpc(host: &str, port: u16) -> Result<std::net::TcpListener, String> {
+    let listener = std::net::TcpListener::bind((host, port)).map_err(|e| {
+        let fix = match e.kind() {
+            std::io::ErrorKind::AddrInUse => "another process is listening there: set A2A_GRPC_PORT to a free port (by default it is A2A_PORT + 1), or A2A_GRPC=0 to turn gRPC off",
+            _ => "check A2A_HOST and A2A_GRPC_PORT",
+        };
+        format!("A2A_GRPC_PORT: cannot listen for gRPC on {host}:{port}: {e}; {fix}")
+    })?;
+    listener
+        .set_nonblocking(true)
+        .map_err(|e| format!("cannot configure the gRPC listening socket: {e}"))?;
+    Ok(listener)
 }
 
 fn base_path_of(url: &str) -> String {

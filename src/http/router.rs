@@ -303,10 +303,7 @@ async fn a2a(
         Err(err) => return unauthenticated(&err, &extensions),
     };
     if route == Route::PushConfigs {
-        return respond(Err(ApiError::push_notifications_unsupported(
-            StatusCode::NOT_IMPLEMENTED,
-            "push notifications are not supported by this agent (its card declares pushNotifications: false); poll the Task or subscribe",
-        )));
+        return respond(Err(ApiError::push_config_operations_unsupported()));
     }
     let caller = Caller {
         ctx: Ctx {

@@ -40,3 +40,6 @@ pub const PROTOCOL_BINDING: &str = "HTTP+JSON";
 
 /// The JSON-RPC 2.0 binding's name in an Agent Card's `supportedInterfaces`.
 pub const JSONRPC_BINDING: &str = "JSONRPC";
+
+/// The gRPC binding (the proto's `A2AService`, on its own port).
+pub const GRPC_BINDING: &str = "GRPC";
