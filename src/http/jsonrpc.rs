@@ -20,13 +20,15 @@
 //! nobody to read it; `SendStreamingMessage` accepts its message as `SendMessage` with
 //! `returnImmediately`).
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use bytes::Bytes;
 use hyper::body::Incoming;
 use hyper::{Request, Response, StatusCode};
-use serde::Serialize;
-use serde_json::{json, Map, Value};
+use serde::{Deserialize, Deserializer, Serialize};
+use serde_json::value::RawValue;
+use serde_json::{json, Value};
 
 use super::{empty, json_response, negotiate, sse, task_stream, Body, Caller};
 use crate::handler::send::{send_message, stream_message};
@@ -113,7 +115,8 @@ fn result_response<T: Serialize + ?Sized>(
     result: &T,
     extensions: &[String],
 ) -> Response<Body> {
-    let mut body = Vec::with_capacity(512);
+    // As `wire::json::encode`: a settled Task with its history and the envelope fit in one.
+    let mut body = Vec::with_capacity(1024);
     body.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
     body.extend_from_slice(id.as_bytes());
     body.extend_from_slice(b",\"result\":");
@@ -123,32 +126,80 @@ fn result_response<T: Serialize + ?Sized>(
 }
 
 /// A well-formed Request object.
-struct Call {
+struct Call<'a> {
     /// `None` for a notification.
     id: Option<Value>,
     method: String,
-    params: Value,
+    /// The params object's text, decoded once, straight into the method's request message.
+    params: &'a [u8],
+}
+
+/// A Request object's members as sent, each still JSON text: one pass over the body, no
+/// tree of `Value`s (building one and decoding the params from it cost a blocking send
+/// ~15,000 instructions more than HTTP+JSON's decoding of the same message).
+#[derive(Deserialize)]
+struct Envelope<'a> {
+    #[serde(borrow, default, deserialize_with = "present")]
+    jsonrpc: Option<&'a RawValue>,
+    #[serde(borrow, default, deserialize_with = "present")]
+    id: Option<&'a RawValue>,
+    #[serde(borrow, default, deserialize_with = "present")]
+    method: Option<&'a RawValue>,
+    #[serde(borrow, default, deserialize_with = "present")]
+    params: Option<&'a RawValue>,
+}
+
+/// A member that is there, `null` included (`Option`'s own reading makes `null` absent).
+fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<&'de RawValue>, D::Error> {
+    <&RawValue>::deserialize(d).map(Some)
+}
+
+/// A JSON string's value, borrowed unless it has escapes; `None` when `raw` is no string.
+fn string_of(raw: &RawValue) -> Option<Cow<'_, str>> {
+    let text = raw.get();
+    serde_json::from_str::<&str>(text)
+        .map(Cow::Borrowed)
+        .or_else(|_| serde_json::from_str::<String>(text).map(Cow::Owned))
+        .ok()
 }
 
 /// Reads a Request object; `Err` is the error to answer (with the id when it was usable).
-fn read_call(value: Value) -> Result<Call, (Value, Value)> {
+fn read_call(body: &[u8]) -> Result<Call<'_>, (Value, Value)> {
     let invalid = |id: Value, why: &str| {
         (
             id,
             protocol_error(INVALID_REQUEST, format!("Invalid Request: {why}")),
         )
     };
-    let mut object = match value {
-        Value::Object(object) => object,
-        Value::Array(_) => {
-            return Err(invalid(
+    let parse_error = |e: serde_json::Error| {
+        (
+            Value::Null,
+            protocol_error(
+                PARSE_ERROR,
+                format!("Parse error: the body is not JSON: {e}"),
+            ),
+        )
+    };
+    if body.trim_ascii_start().first() != Some(&b'{') {
+        // Not an object: the JSON is checked first (a parse error outranks the rest).
+        return Err(match serde_json::from_slice::<Value>(body) {
+            Err(e) => parse_error(e),
+            Ok(Value::Array(_)) => invalid(
                 Value::Null,
                 "batches are not served: send one JSON-RPC request per HTTP POST (A2A's streaming methods answer with an event stream, which a batch cannot carry)",
-            ))
-        }
-        _ => return Err(invalid(Value::Null, "the body must be a JSON-RPC 2.0 Request object")),
+            ),
+            Ok(_) => invalid(Value::Null, "the body must be a JSON-RPC 2.0 Request object"),
+        });
+    }
+    let envelope: Envelope = match serde_json::from_slice(body) {
+        Ok(envelope) => envelope,
+        Err(e) if e.is_syntax() || e.is_eof() => return Err(parse_error(e)),
+        Err(e) => return Err(invalid(Value::Null, &e.to_string())),
     };
-    let id = match object.remove("id") {
+    let id = match envelope
+        .id
+        .map(|raw| serde_json::from_str::<Value>(raw.get()).unwrap_or(Value::Null))
+    {
         None => None,
         Some(id @ (Value::String(_) | Value::Null)) => Some(id),
         Some(Value::Number(n)) if n.is_i64() || n.is_u64() => Some(Value::Number(n)),
@@ -160,21 +211,21 @@ fn read_call(value: Value) -> Result<Call, (Value, Value)> {
         }
     };
     let shown_id = id.clone().unwrap_or(Value::Null);
-    if object.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+    if envelope.jsonrpc.and_then(string_of).as_deref() != Some("2.0") {
         return Err(invalid(shown_id, "`jsonrpc` must be \"2.0\""));
     }
-    let method = match object.remove("method") {
-        Some(Value::String(method)) => method,
-        _ => {
+    let method = match envelope.method.and_then(string_of) {
+        Some(method) => method.into_owned(),
+        None => {
             return Err(invalid(
                 shown_id,
                 "`method` must be a string, e.g. \"SendMessage\"",
             ))
         }
     };
-    let params = match object.remove("params") {
-        None | Some(Value::Null) => Value::Object(Map::new()),
-        Some(params @ Value::Object(_)) => params,
+    let params = match envelope.params.map(RawValue::get) {
+        None | Some("null") => b"{}".as_slice(),
+        Some(params) if params.starts_with('{') => params.as_bytes(),
         Some(_) => {
             return Err((
                 shown_id,
@@ -191,9 +242,9 @@ fn read_call(value: Value) -> Result<Call, (Value, Value)> {
 /// Decodes the params of `method` as its request message `what`.
 fn params<T: serde::de::DeserializeOwned>(
     what: &'static str,
-    params: Value,
+    params: &[u8],
 ) -> Result<T, ApiError> {
-    Ok(wire::json::decode_value_unchecked(what, params)?)
+    Ok(wire::json::decode_unchecked(what, params)?)
 }
 
 /// Serves one JSON-RPC POST from an authenticated caller.
@@ -212,17 +263,7 @@ pub(super) async fn handle(caller: Caller, req: Request<Incoming>) -> Response<B
             return error_response(err.status, &Value::Null, error, &extensions);
         }
     };
-    let value: Value = match serde_json::from_slice(&body) {
-        Ok(value) => value,
-        Err(e) => {
-            let error = protocol_error(
-                PARSE_ERROR,
-                format!("Parse error: the body is not JSON: {e}"),
-            );
-            return error_response(StatusCode::OK, &Value::Null, error, &extensions);
-        }
-    };
-    let call = match read_call(value) {
+    let call = match read_call(&body) {
         Ok(call) => call,
         Err((id, error)) => return error_response(StatusCode::OK, &id, error, &extensions),
     };
@@ -267,7 +308,7 @@ impl From<ApiError> for Refusal {
 async fn dispatch(
     caller: Caller,
     method: String,
-    raw: Value,
+    raw: &[u8],
     id: Arc<str>,
     notification: bool,
 ) -> Result<Response<Body>, Refusal> {
@@ -276,13 +317,13 @@ async fn dispatch(
     match method.as_str() {
         "SendMessage" => {
             let request: SendMessageRequest =
-                wire::json::decode_value("SendMessageRequest", raw).map_err(ApiError::from)?;
+                wire::json::decode("SendMessageRequest", raw).map_err(ApiError::from)?;
             let response = send_message(ctx, request).await?;
             Ok(result_response(&id, &response, &extensions))
         }
         "SendStreamingMessage" => {
             let mut request: SendMessageRequest =
-                wire::json::decode_value("SendMessageRequest", raw).map_err(ApiError::from)?;
+                wire::json::decode("SendMessageRequest", raw).map_err(ApiError::from)?;
             if notification {
                 request
                     .configuration
@@ -350,6 +391,11 @@ async fn dispatch(
 mod tests {
     use super::*;
 
+    /// The id of the call `value` is, read as a body.
+    fn read_call(value: Value) -> Result<Option<Value>, (Value, Value)> {
+        super::read_call(&serde_json::to_vec(&value).unwrap()).map(|call| call.id)
+    }
+
     #[test]
     fn a2a_reasons_map_to_the_json_rpc_codes_of_a2a_v1() {
         let codes = [
@@ -380,11 +426,11 @@ mod tests {
         )
         .ok()
         .unwrap();
-        assert_eq!(call.id, Some(json!(7)));
+        assert_eq!(call, Some(json!(7)));
         let note = read_call(json!({"jsonrpc": "2.0", "method": "GetTask"}))
             .ok()
             .unwrap();
-        assert_eq!(note.id, None, "no id: a notification");
+        assert_eq!(note, None, "no id: a notification");
         let refused = |value: Value| read_call(value).err().unwrap();
         assert_eq!(refused(json!([])).1["code"], INVALID_REQUEST);
         assert_eq!(

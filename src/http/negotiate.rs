@@ -2,6 +2,8 @@
 //! `handler::negotiate`): protocol version, activated extensions (echoed in the response),
 //! content type, and the body read with its size limit.
 
+use std::future::Future;
+use std::task::Poll;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -95,8 +97,15 @@ pub async fn read_json_body(
     if declared.is_some_and(|n| n > limit as u64) {
         return Err(too_large());
     }
-    let body = Limited::new(req.into_body(), limit);
-    match tokio::time::timeout(timeout, body.collect()).await {
+    let mut collect = std::pin::pin!(Limited::new(req.into_body(), limit).collect());
+    // A small body has usually arrived with its head: read without a timer (registering
+    // one with tokio's driver is most of the cost of reading such a body); only a body
+    // still on its way is read against the timeout.
+    let read = match std::future::poll_fn(|cx| Poll::Ready(collect.as_mut().poll(cx))).await {
+        Poll::Ready(read) => Ok(read),
+        Poll::Pending => tokio::time::timeout(timeout, collect).await,
+    };
+    match read {
         Err(_) => Err(ApiError::new(
             StatusCode::REQUEST_TIMEOUT,
             "DEADLINE_EXCEEDED",
