@@ -7,9 +7,12 @@
 # (benches/http.rs) runs pinned to CPU 0, 64 keep-alive connections, 10,000 Tasks stored,
 # unique messageIds. Every case runs over HTTP+JSON and again over JSON-RPC 2.0 (the same
 # work as the calls SendMessage, SendStreamingMessage, GetTask and ListTasks; the SDK's
-# JSON-RPC server is its own jsonRpcHandler on the same request handler and store). Prints
-# a table with each case's rate, p99 and the server's peak RSS, and our ratio to the SDK,
-# then our JSON-RPC against our HTTP+JSON.
+# JSON-RPC server is its own jsonRpcHandler on the same request handler and store), and
+# again over gRPC (the same RPCs through tonic's client, the 64 callers sharing 4 HTTP/2
+# connections; the SDK's gRPC server is its grpcService on @grpc/grpc-js, same handler and
+# store; ours is the listener's own gRPC port). Prints a table with each case's rate, p99
+# and the server's peak RSS, and our ratio to the SDK, then our JSON-RPC and our gRPC
+# against our HTTP+JSON.
 #
 # Usage: bash benches/compare-sdk.sh [seconds per case, default 10] [Tasks stored first,
 #        default 10000] [rounds, default 3] [stream/send pairs, default 10]
@@ -18,14 +21,15 @@
 # weighs on both sides alike. Each server runs twice per round, a fresh process and store
 # each time: once for the send case (then GET, list and returnImmediately, in that order),
 # once for the stream case, so both run first on the scenario's stored Tasks; and twice
-# more for the same over JSON-RPC. The table shows, per case,
+# more for the same over JSON-RPC, and twice more over gRPC. The table shows, per case,
 # the median over the rounds of each side's rate and p99, the highest peak RSS, and the
 # median of the rounds' ratios with every round's ratio in brackets. Then our stream
 # against our blocking send, paired: one more server of ours runs pairs of 3-s windows of
 # each, one after the other, the first of a pair alternating, and the median of the pairs'
 # ratios is printed with each pair's (not above 100,000 stored Tasks, where only ours runs).
 # Last, our JSON-RPC against our HTTP+JSON, paired the same way on one more server of ours:
-# per case (send, stream, GET, list), pairs of 3-s windows of each binding.
+# per case (send, stream, GET, list), pairs of 3-s windows of each binding; and our gRPC
+# against our HTTP+JSON the same way.
 # Above 100,000 stored Tasks only our server runs (the SDK's in-memory list walks every
 # Task, so its pages would not finish inside a window, and filling it takes minutes): the
 # table then shows our rate, p99 and peak RSS at that size, with no ratio.
@@ -116,19 +120,21 @@ serve_with() {
 # case run second met a store the first had grown by 120-140k Tasks, and the case run first
 # in a round was ahead of the other by 5-15%, whichever it was); the GET, list and
 # returnImmediately cases follow the send case (GET reads the Tasks it made). The
-# JSON-RPC cases likewise, on two servers more.
+# JSON-RPC cases likewise, on two servers more, and the gRPC cases on two more.
 run() {
   serve "$1" "$2" send,get,list,intake
   serve "$1" "$2" stream
   serve "$1" "$2" rpc-send,rpc-get,rpc-list
   serve "$1" "$2" rpc-stream
+  serve "$1" "$2" grpc-send,grpc-get,grpc-list
+  serve "$1" "$2" grpc-stream
 }
 
 with_sdk=$(( stored <= 100000 ))
 for round in $(seq "$rounds"); do
   if [ "$with_sdk" = 0 ]; then
     # One fill per round at this size (it takes minutes): the stream case after the send.
-    serve ours "$round" send,stream,get,list,rpc-send,rpc-stream,rpc-get,rpc-list,intake
+    serve ours "$round" send,stream,get,list,rpc-send,rpc-stream,rpc-get,rpc-list,grpc-send,grpc-stream,grpc-get,grpc-list,intake
   elif (( round % 2 )); then
     run ours "$round"; run sdk "$round"
   else
@@ -144,6 +150,8 @@ if [ "$with_sdk" = 1 ]; then
     --pairs "$pairs" --seconds "$pair_seconds"
   serve_with ours "ours, $pairs pairs of ${pair_seconds}-s HTTP+JSON and JSON-RPC windows per case" "$work/bindings.txt" \
     --binding-pairs "$pairs" --seconds "$pair_seconds"
+  serve_with ours "ours, $pairs pairs of ${pair_seconds}-s HTTP+JSON and gRPC windows per case" "$work/grpc-bindings.txt" \
+    --grpc-pairs "$pairs" --seconds "$pair_seconds"
 fi
 
 # The table: one row per case; median rate (req/s), median p99 (ms), highest peak RSS (MB)
@@ -186,7 +194,7 @@ awk -v rounds="$rounds" -v with_sdk="$with_sdk" '
   FNR == 1 { f = FILENAME; sub(/.*\//, "", f); split(f, part, "."); who = part[1]; round = part[2] }
   $1 == "RESULT" { rate[who, $2, round] = $3; p99[who, $2, round] = $5; rss[who, $2, round] = $6; seen[who, $2]++ }
   END {
-    nkeys = split("send stream get list intake rpc-send rpc-stream rpc-get rpc-list", keys, " ")
+    nkeys = split("send stream get list intake rpc-send rpc-stream rpc-get rpc-list grpc-send grpc-stream grpc-get grpc-list", keys, " ")
     label["send"] = "`POST /message:send`, blocking until COMPLETED"
     label["stream"] = "`POST /message:stream` to the terminal frame"
     label["get"] = "`GET /tasks/{id}`"
@@ -196,6 +204,10 @@ awk -v rounds="$rounds" -v with_sdk="$with_sdk" '
     label["rpc-stream"] = "JSON-RPC `SendStreamingMessage` to the terminal event"
     label["rpc-get"] = "JSON-RPC `GetTask`"
     label["rpc-list"] = "JSON-RPC `ListTasks`, pageSize 50"
+    label["grpc-send"] = "gRPC `SendMessage`, blocking until COMPLETED"
+    label["grpc-stream"] = "gRPC `SendStreamingMessage` to the terminal event"
+    label["grpc-get"] = "gRPC `GetTask`"
+    label["grpc-list"] = "gRPC `ListTasks`, pageSize 50"
     for (k = 1; k <= nkeys; k++) {
       key = keys[k]
       if (seen["ours", key] < rounds) continue
@@ -208,14 +220,16 @@ awk -v rounds="$rounds" -v with_sdk="$with_sdk" '
     # The rounds of each binding ran on servers of their own, a minute or so apart: the
     # pairs below are the steadier figure.
     split("ours sdk", sides, " ")
-    for (w = 1; w <= 2; w++) {
-      line = ""
+    split("rpc grpc", bindings, " ")
+    names["rpc"] = "JSON-RPC"; names["grpc"] = "gRPC"
+    for (b = 1; b <= 2; b++) for (w = 1; w <= 2; w++) {
+      line = ""; p = bindings[b]
       for (k = 1; k <= 4; k++) {
         key = keys[k]
-        if (seen[sides[w], key] < rounds || seen[sides[w], "rpc-" key] < rounds) continue
-        line = line (line == "" ? "" : "; ") key " " ratio("%.2f× (%s)", sides[w], "rpc-" key, sides[w], key)
+        if (seen[sides[w], key] < rounds || seen[sides[w], p "-" key] < rounds) continue
+        line = line (line == "" ? "" : "; ") key " " ratio("%.2f× (%s)", sides[w], p "-" key, sides[w], key)
       }
-      if (line != "") printf "JSON-RPC / HTTP+JSON, %s, by rounds: %s.\n", w == 1 ? "ours" : peer_short, line
+      if (line != "") printf "%s / HTTP+JSON, %s, by rounds: %s.\n", names[p], w == 1 ? "ours" : peer_short, line
     }
   }' peer_short="$peer_short" "$work"/*.out
 if [ -f "$work/pairs.txt" ]; then
@@ -224,13 +238,15 @@ if [ -f "$work/pairs.txt" ]; then
     END { printf "Paired on one server (%d pairs of %s-s windows): median %s (%s); stream ≥ send in %d of %d pairs.\n", n, secs, median, each, ahead, n }' \
     secs="$pair_seconds" "$work/pairs.txt"
 fi
-if [ -f "$work/bindings.txt" ]; then
-  # Per case: the pairs' rate ratios (JSON-RPC / HTTP+JSON), then the ratios of the
-  # server's CPU per request (HTTP+JSON / JSON-RPC: above 1, JSON-RPC costs less).
+# Per case: the pairs' rate ratios (<binding> / HTTP+JSON), then the ratios of the
+# server's CPU per request (HTTP+JSON / <binding>: above 1, <binding> costs less).
+for paired in "bindings.txt binding JSON-RPC" "grpc-bindings.txt grpc-binding gRPC"; do
+  read -r file key name <<<"$paired"
+  [ -f "$work/$file" ] || continue
   awk '$1 == "pair" { k = $3 SUBSEP ($4 == "server" ? "cpu" : "rate"); each[k] = each[k] (n[k]++ ? ", " : "") $NF; if ($NF + 0 >= 0.9) met[k]++ }
-    $1 == "RESULT" && ($2 == "binding" || $2 == "binding-cpu") {
-      k = $3 SUBSEP ($2 == "binding" ? "rate" : "cpu")
-      what = $2 == "binding" ? "rate, JSON-RPC / HTTP+JSON" : "server CPU per request, HTTP+JSON / JSON-RPC"
+    $1 == "RESULT" && ($2 == key || $2 == key "-cpu") {
+      k = $3 SUBSEP ($2 == key ? "rate" : "cpu")
+      what = $2 == key ? "rate, " name " / HTTP+JSON" : "server CPU per request, HTTP+JSON / " name
       printf "Ours, %s, paired on one server (%d pairs of %s-s windows), %s: median %s (%s); ≥ 0.90 in %d of %d pairs.\n", what, n[k], secs, $3, $4, each[k], met[k], n[k]
-    }' secs="$pair_seconds" "$work/bindings.txt"
-fi
+    }' secs="$pair_seconds" key="$key" name="$name" "$work/$file"
+done

@@ -9,7 +9,8 @@
 //! `cargo bench --bench http -- --url <interface url> [--token T]` measures any A2A
 //! HTTP+JSON server the same way (e.g. the official SDK's, see `benches/sdk-server.ts`).
 //! The `rpc-*` cases do the same work over JSON-RPC 2.0, at the JSONRPC interface the
-//! server's Agent Card lists (`http/jsonrpc.rs`).
+//! server's Agent Card lists (`http/jsonrpc.rs`); the `grpc-*` cases over gRPC, at its GRPC
+//! interface (`http/grpc.rs`).
 //! Every loop stops by itself (seconds per case, bounded requests).
 
 use std::net::SocketAddr;
@@ -25,6 +26,8 @@ use a2a_task_plane::record::{ArtifactRecord, MessageRecord, PartRecord};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 
+#[path = "http/grpc.rs"]
+mod grpc;
 #[path = "http/jsonrpc.rs"]
 mod jsonrpc;
 #[path = "http/pairs.rs"]
@@ -423,10 +426,10 @@ fn main() {
             .cloned()
     };
     let seconds: u64 = arg("--seconds").and_then(|s| s.parse().ok()).unwrap_or(5);
-    // `--only send,stream,get,list,rpc-send,rpc-stream,rpc-get,rpc-list,intake` (any of
-    // them, comma-separated): run just those cases, always in this order. The send case
-    // also runs when the GET case does (it reads the Tasks the send case made), as does
-    // rpc-send for rpc-get.
+    // `--only send,stream,get,list,rpc-send,rpc-stream,rpc-get,rpc-list,grpc-send,
+    // grpc-stream,grpc-get,grpc-list,intake` (any of them, comma-separated): run just those
+    // cases, always in this order. The send case also runs when the GET case does (it reads
+    // the Tasks the send case made), as does rpc-send for rpc-get and grpc-send for grpc-get.
     let only = arg("--only");
     let wanted = move |case: &str| {
         only.as_deref()
@@ -498,6 +501,12 @@ fn main() {
     let binding_pairs: usize = arg("--binding-pairs")
         .and_then(|c| c.parse().ok())
         .unwrap_or(0);
+    // `--grpc-pairs N`: the same with gRPC in JSON-RPC's place (see `grpc::grpc_pairs`).
+    let grpc_pairs: usize = arg("--grpc-pairs")
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    // `--h2-conns N`: the HTTP/2 connections the gRPC callers share (default 4).
+    let h2_conns: usize = arg("--h2-conns").and_then(|c| c.parse().ok()).unwrap_or(4);
     // `--versus URL --versus-token T`: with `--pairs`, a second server (B) against the first
     // (A), case by case (see `builds_pairs`): two builds compared.
     let versus = arg("--versus").map(|url| {
@@ -566,6 +575,11 @@ fn main() {
             .await;
             return;
         }
+        if grpc_pairs > 0 {
+            let g = Arc::new(grpc::discover(&t, h2_conns).await);
+            grpc::grpc_pairs(&t, &g, conns, duration, grpc_pairs, &wanted, server_pid).await;
+            return;
+        }
         let mut ids = Arc::new(Vec::new());
         if wanted("send") || wanted("get") {
             let requests = posts("send", "/message:send", "application/json", |b| b);
@@ -628,6 +642,13 @@ fn main() {
         {
             let rpc = Arc::new(jsonrpc::discover(&t).await);
             jsonrpc::cases(&rpc, conns, duration, send_duration, &wanted, &case).await;
+        }
+        if ["grpc-send", "grpc-stream", "grpc-get", "grpc-list"]
+            .iter()
+            .any(|c| wanted(c))
+        {
+            let g = Arc::new(grpc::discover(&t, h2_conns).await);
+            grpc::cases(&g, conns, duration, send_duration, &wanted, &case).await;
         }
         // Last: an agent that settles in the background has a backlog after it.
         if wanted("intake") {

@@ -7,6 +7,9 @@
 // With `--awaiting` the agent awaits each write before it makes the next (startWork, then
 // complete), as an agent that works a Task step by step does: each write is its own commit,
 // and a blocking send's waiter sees WORKING before COMPLETED.
+// The listener serves every binding its defaults turn on: HTTP+JSON and JSON-RPC on its
+// port, gRPC on an ephemeral port of its own (port 0; A2A_GRPC=0 in the environment turns
+// it off), all three listed in the Agent Card, where the load generator finds them.
 // Run: node benches/ours-server.ts [--awaiting]   → prints "LISTENING <interface url> <token>"
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";

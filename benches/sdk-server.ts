@@ -1,9 +1,12 @@
 // The comparison target of `benches/compare-sdk.sh`: the official @a2a-js/sdk server with
 // its in-memory task store, on 127.0.0.1, serving both of the SDK's HTTP bindings from one
 // request handler (HTTP+JSON at /a2a, JSON-RPC at /jsonrpc, both listed in its Agent Card,
-// where the load generator finds the JSON-RPC one), and an executor that settles every
-// Task at once (the same work our benchmark's agent does). Not part of the product.
+// where the load generator finds the JSON-RPC one), its gRPC service (`grpcService` on
+// @grpc/grpc-js, on a port of its own, listed as GRPC) on the same handler and store, and
+// an executor that settles every Task at once (the same work our benchmark's agent does).
+// Not part of the product.
 // Run: node benches/sdk-server.ts   → prints "LISTENING <HTTP+JSON interface url>"
+import * as grpc from "@grpc/grpc-js";
 import express from "express";
 import { randomUUID } from "node:crypto";
 import type { AddressInfo } from "node:net";
@@ -11,6 +14,7 @@ import { TaskState, type AgentCard } from "@a2a-js/sdk";
 import { AgentEvent, DefaultRequestHandler, InMemoryTaskStore } from "@a2a-js/sdk/server";
 import type { AgentExecutor, ExecutionEventBus, RequestContext } from "@a2a-js/sdk/server";
 import { agentCardHandler, jsonRpcHandler, restHandler, UserBuilder } from "@a2a-js/sdk/server/express";
+import { A2AService, grpcService } from "@a2a-js/sdk/server/grpc";
 
 class SettleAtOnce implements AgentExecutor {
   async execute(ctx: RequestContext, bus: ExecutionEventBus): Promise<void> {
@@ -38,6 +42,12 @@ class SettleAtOnce implements AgentExecutor {
   async cancelTask(): Promise<void> {}
 }
 
+const grpcServer = new grpc.Server();
+const grpcPort = await new Promise<number>((resolve, reject) =>
+  grpcServer.bindAsync("127.0.0.1:0", grpc.ServerCredentials.createInsecure(), (err, port) =>
+    err ? reject(err) : resolve(port),
+  ),
+);
 const app = express();
 const server = app.listen(0, "127.0.0.1", () => {
   const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
@@ -49,6 +59,7 @@ const server = app.listen(0, "127.0.0.1", () => {
       { url: `${base}/a2a`, protocolBinding: "HTTP+JSON", protocolVersion: "1.0", tenant: "" },
       // The SDK's JSON-RPC handler serves only a version its card lists for JSONRPC.
       { url: `${base}/jsonrpc`, protocolBinding: "JSONRPC", protocolVersion: "1.0", tenant: "" },
+      { url: `127.0.0.1:${grpcPort}`, protocolBinding: "GRPC", protocolVersion: "1.0", tenant: "" },
     ],
     capabilities: { streaming: true, pushNotifications: false, extensions: [] },
     defaultInputModes: ["text/plain"],
@@ -62,9 +73,11 @@ const server = app.listen(0, "127.0.0.1", () => {
   app.use("/.well-known/agent-card.json", agentCardHandler({ agentCardProvider: handler }));
   app.use("/a2a", restHandler({ requestHandler: handler, userBuilder: UserBuilder.noAuthentication }));
   app.use("/jsonrpc", jsonRpcHandler({ requestHandler: handler, userBuilder: UserBuilder.noAuthentication }));
+  grpcServer.addService(A2AService, grpcService({ requestHandler: handler, userBuilder: UserBuilder.noAuthentication }));
   console.log(`LISTENING ${base}/a2a`);
 });
 process.on("SIGTERM", () => {
+  grpcServer.forceShutdown();
   server.closeAllConnections();
   server.close(() => process.exit(0));
 });

@@ -15,9 +15,9 @@ use super::{
 /// Each case's result: (rate, latencies, the first replies), as `load` gives it.
 type Outcome = (f64, Vec<Duration>, Vec<Vec<u8>>);
 
-/// The JSON-RPC endpoint of the server `t` serves HTTP+JSON for: the `JSONRPC` interface of
-/// its Agent Card (`/.well-known/agent-card.json` on the same host), with `t`'s token.
-pub async fn discover(t: &Target) -> Target {
+/// The Agent Card of the server `t` serves HTTP+JSON for (`/.well-known/agent-card.json`
+/// on the same host).
+pub async fn agent_card(t: &Target) -> serde_json::Value {
     let at_root = Target {
         addr: t.addr,
         host: t.host.clone(),
@@ -39,7 +39,13 @@ pub async fn discover(t: &Target) -> Target {
         status == 200,
         "GET /.well-known/agent-card.json: HTTP {status}"
     );
-    let card: serde_json::Value = serde_json::from_slice(&body).expect("the Agent Card is JSON");
+    serde_json::from_slice(&body).expect("the Agent Card is JSON")
+}
+
+/// The JSON-RPC endpoint of the server `t` serves HTTP+JSON for: the `JSONRPC` interface of
+/// its Agent Card, with `t`'s token.
+pub async fn discover(t: &Target) -> Target {
+    let card = agent_card(t).await;
     let url = card["supportedInterfaces"]
         .as_array()
         .into_iter()
@@ -159,7 +165,7 @@ pub async fn cases(
 }
 
 /// The HTTP+JSON calls of case `case`, as `benches/http.rs` makes them.
-fn http_requests(case: &str, tag: &'static str, ids: Arc<Vec<String>>) -> Requests {
+pub fn http_requests(case: &str, tag: &'static str, ids: Arc<Vec<String>>) -> Requests {
     let get = |path: String| ("GET".into(), path, String::new(), "application/json".into());
     match case {
         "send" => posts(tag, "/message:send", "application/json", |b| b),
@@ -243,7 +249,7 @@ pub async fn binding_pairs(
 
 /// `RESULT <what> <case> <median> <min> <max>` of `ratios` (the median of an even count
 /// is the mean of the middle two).
-fn summary(what: &str, case: &str, mut ratios: Vec<f64>) {
+pub fn summary(what: &str, case: &str, mut ratios: Vec<f64>) {
     ratios.sort_by(f64::total_cmp);
     let n = ratios.len();
     let median = (ratios[(n - 1) / 2] + ratios[n / 2]) / 2.0;
