@@ -4,13 +4,14 @@
 // the JS SDK in a child `node` trusting it through NODE_EXTRA_CA_CERTS, as a user would.
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { copyFileSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { after, before, test } from "node:test";
 import { promisify } from "node:util";
 import { A2AListener, type EmbedderAgent, TaskPlane } from "../index.js";
+import { Operations } from "../extensions/operations.ts";
 import { type ScriptedAgent, startScriptedAgent } from "./helpers/scripted-agent.ts";
 
 const run = promisify(execFile);
@@ -122,6 +123,28 @@ test("the JS SDK trusting the test CA through NODE_EXTRA_CA_CERTS sends over HTT
     /certificate/i,
     "a client that does not trust the CA is refused",
   );
+});
+
+test("SIGHUP's reload puts the certificate files in use again and tells Pi; an unusable key keeps the one in use", async () => {
+  const shown: { text: string; level: string }[] = [];
+  const operations = new Operations({ plane, listener, log: () => undefined, notify: (text, level) => shown.push({ text, level }), status: () => "" });
+  const key = join(dir, "key.pem");
+  copyFileSync(key, join(dir, "key.pem.good"));
+  try {
+    writeFileSync(key, "not a key");
+    await operations.reload("test");
+    const refused = shown.find((n) => n.text.includes("TLS"));
+    assert.equal(refused?.level, "error", JSON.stringify(shown));
+    assert.match(refused?.text ?? "", /TLS certificate not reloaded, the one in use stays: .*A2A_TLS_KEY.*key\.pem/);
+    assert.throws(() => listener.reloadTls(), /FAILED_PRECONDITION|A2A_TLS_KEY/);
+
+    copyFileSync(join(dir, "key.pem.good"), key);
+    shown.length = 0;
+    await operations.reload("test");
+    assert.deepEqual(shown.find((n) => n.text.includes("TLS")), { text: "A2A: TLS certificate reloaded.", level: "info" });
+  } finally {
+    operations.close();
+  }
 });
 
 test("the scripted agent met no error", () => {

@@ -26,7 +26,8 @@
 //! the order above); the routes are `card.rs` (the Agent Card), `rest.rs` (HTTP+JSON)
 //! and `jsonrpc.rs` (every method), and `grpc.rs` serves the gRPC port; what they share is `task_stream.rs` (a handler stream
 //! as SSE), `sse.rs` (framing and backpressure), `negotiate.rs` (headers and bodies) and
-//! `conn.rs`.
+//! `conn.rs`; `tls.rs` serves each port over TLS when `A2A_TLS_CERT`/`A2A_TLS_KEY` are set
+//! (one reloadable certificate per port: `http/1.1` on the main one, `h2` on gRPC's).
 
 mod accept;
 mod card;
