@@ -38,6 +38,13 @@ export declare class A2AListener {
    */
   reloadCredentials(): CredentialsReload
   /**
+   * Reads the TLS certificate and key (`A2A_TLS_CERT`, `A2A_TLS_KEY`) again (the
+   * resident does on SIGHUP): connections accepted from now on get the new certificate.
+   * Returns whether TLS is on (`false`: nothing to reload). Throws `FAILED_PRECONDITION`
+   * naming the file and the problem when it is unusable; the certificate in use stays.
+   */
+  reloadTls(): boolean
+  /**
    * `reloadCredentials` when the file changed since it was last read (its time, size or
    * inode); `null` when it did not. The resident asks every 2 s.
    */

@@ -71,6 +71,12 @@ export class Operations {
       } catch (err) {
         this.unusable(err);
       }
+      try {
+        if (listener.reloadTls()) this.running.notify("A2A: TLS certificate reloaded.", "info");
+      } catch (err) {
+        // Logged by the addon (a2a_tls_reload_failed).
+        this.running.notify(`A2A TLS certificate not reloaded, the one in use stays: ${message(err)}`, "error");
+      }
     }
     await this.retention(true);
   }

@@ -157,6 +157,30 @@ mod tests {
     }
 
     #[test]
+    fn tls_needs_both_the_certificate_and_the_key_and_an_error_names_the_missing_one() {
+        let tls = |pairs: &[(&str, &str)]| {
+            let mut all = vec![("A2A_CREDENTIALS_PATH", "/etc/a2a/credentials.json")];
+            all.extend_from_slice(pairs);
+            ListenerConfig::from_env(&env(&all)).map(|c| c.tls)
+        };
+        assert_eq!(tls(&[]), Ok(None));
+        assert_eq!(
+            tls(&[("A2A_TLS_CERT", "/c.pem"), ("A2A_TLS_KEY", "/k.pem")]),
+            Ok(Some(TlsFiles {
+                cert: "/c.pem".into(),
+                key: "/k.pem".into()
+            }))
+        );
+        let err = tls(&[("A2A_TLS_CERT", "/c.pem")]).unwrap_err();
+        assert_eq!(err.variable, "A2A_TLS_KEY");
+        assert!(err.message.contains("A2A_TLS_CERT"), "{}", err.message);
+        let err = tls(&[("A2A_TLS_KEY", "/k.pem")]).unwrap_err();
+        assert_eq!(err.variable, "A2A_TLS_CERT");
+        let err = tls(&[("A2A_TLS_CERT", "c.pem"), ("A2A_TLS_KEY", "/k.pem")]).unwrap_err();
+        assert_eq!(err.variable, "A2A_TLS_CERT");
+    }
+
+    #[test]
     fn the_grpc_port_is_its_own_variable_else_the_next_port_else_an_ephemeral_one() {
         let port = |pairs: &[(&str, &str)]| {
             let mut all = vec![("A2A_CREDENTIALS_PATH", "/etc/a2a/credentials.json")];
@@ -287,6 +311,15 @@ pub struct ListenerConfig {
     pub grpc: bool,
     /// `A2A_GRPC_PORT`: the gRPC port; unset, see [`ListenerConfig::grpc_bind_port`].
     pub grpc_port: Option<u16>,
+    /// `A2A_TLS_CERT` and `A2A_TLS_KEY`: with both, every binding is served over TLS.
+    pub tls: Option<TlsFiles>,
+}
+
+/// The listener's certificate chain and private key (PEM files).
+#[derive(Debug, Clone, PartialEq)]
+pub struct TlsFiles {
+    pub cert: PathBuf,
+    pub key: PathBuf,
 }
 
 impl ListenerConfig {
@@ -312,6 +345,7 @@ impl ListenerConfig {
             jsonrpc: true,
             grpc: true,
             grpc_port: None,
+            tls: None,
         }
     }
 
@@ -420,7 +454,28 @@ impl ListenerConfig {
             })?);
         }
         config.grpc_bind_port()?;
+        config.tls = tls_files(env)?;
         Ok(config)
+    }
+}
+
+/// `A2A_TLS_CERT` and `A2A_TLS_KEY` go together: one alone would serve plain HTTP where
+/// the operator asked for TLS.
+fn tls_files(env: &dyn Fn(&str) -> Option<String>) -> Result<Option<TlsFiles>, ConfigError> {
+    let missing = |set: &str, unset: &str| {
+        ConfigError {
+        variable: unset.into(),
+        message: format!("is required with {set}: set both (the PEM certificate chain and its private key) to serve TLS, or neither for plain HTTP"),
+    }
+    };
+    match (var(env, "A2A_TLS_CERT"), var(env, "A2A_TLS_KEY")) {
+        (None, None) => Ok(None),
+        (Some(_), None) => Err(missing("A2A_TLS_CERT", "A2A_TLS_KEY")),
+        (None, Some(_)) => Err(missing("A2A_TLS_KEY", "A2A_TLS_CERT")),
+        (Some(cert), Some(key)) => Ok(Some(TlsFiles {
+            cert: absolute("A2A_TLS_CERT", cert)?,
+            key: absolute("A2A_TLS_KEY", key)?,
+        })),
     }
 }
 

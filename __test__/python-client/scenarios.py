@@ -12,11 +12,17 @@ the scenarios expect (see that file): a message's first word picks what the agen
 
     python scenarios.py --url http://127.0.0.1:PORT --binding HTTP+JSON \
         --token TOKEN --other-token TOKEN_OF_ANOTHER_PRINCIPAL
+
+With `--ca FILE` (the listener serving TLS, `--url https://…`) every client trusts that CA's
+certificates: httpx with it as its `verify` context, gRPC over `grpc.aio.secure_channel`.
+`--only A,B` plays those scenarios only.
 """
 
 import argparse
 import asyncio
+import functools
 import json
+import ssl
 import sys
 import uuid
 
@@ -111,24 +117,40 @@ class LastVersionWinsStream(grpc.aio.UnaryStreamClientInterceptor):
         return await continuation(last_version_wins(client_call_details), request)
 
 
-def grpc_channel(url: str) -> grpc.aio.Channel:
-    """A plaintext loopback channel to the card's gRPC interface (`host:port`, or a URL)."""
+def grpc_channel(url: str, *, ca: bytes | None = None) -> grpc.aio.Channel:
+    """A loopback channel to the card's gRPC interface (`host:port`, or a URL): plaintext,
+    or TLS trusting `ca`."""
     target = urlsplit(url).netloc if '://' in url else url
-    return grpc.aio.insecure_channel(target, interceptors=[LastVersionWinsUnary(), LastVersionWinsStream()])
+    interceptors = [LastVersionWinsUnary(), LastVersionWinsStream()]
+    if ca is None:
+        return grpc.aio.insecure_channel(target, interceptors=interceptors)
+    credentials = grpc.ssl_channel_credentials(root_certificates=ca)
+    return grpc.aio.secure_channel(target, credentials, interceptors=interceptors)
 
 
-def client_config(binding: str, *, streaming: bool) -> ClientConfig:
-    """The SDK's ClientConfig for a binding; JSON-RPC is what its default config speaks."""
+def client_config(binding: str, *, streaming: bool, ca: str | None = None) -> ClientConfig:
+    """The SDK's ClientConfig for a binding (JSON-RPC is what its default config speaks),
+    trusting the CA in the file `ca` when given."""
+    http = {}
+    if ca is not None:
+        # The SDK leaves a client it was given open: Run.close closes it.
+        http['httpx_client'] = httpx.AsyncClient(verify=ssl.create_default_context(cafile=ca))
     if binding == 'JSONRPC':
-        return ClientConfig(streaming=streaming)
+        return ClientConfig(streaming=streaming, **http)
     if binding == 'HTTP+JSON':
-        return ClientConfig(streaming=streaming, supported_protocol_bindings=['HTTP+JSON'])
-    return ClientConfig(streaming=streaming, supported_protocol_bindings=['GRPC'], grpc_channel_factory=grpc_channel)
+        return ClientConfig(streaming=streaming, supported_protocol_bindings=['HTTP+JSON'], **http)
+    roots = None
+    if ca is not None:
+        with open(ca, 'rb') as pem:
+            roots = pem.read()
+    factory = functools.partial(grpc_channel, ca=roots)
+    return ClientConfig(streaming=streaming, supported_protocol_bindings=['GRPC'], grpc_channel_factory=factory, **http)
 
 
-async def connect(url: str, binding: str, token: str, *, streaming: bool) -> Client:
-    factory = ClientFactory(client_config(binding, streaming=streaming))
-    return await factory.create_from_url(url, interceptors=[AuthInterceptor(Bearer(token))])
+async def connect(url: str, binding: str, token: str, *, streaming: bool, ca: str | None = None) -> tuple[Client, ClientConfig]:
+    config = client_config(binding, streaming=streaming, ca=ca)
+    client = await ClientFactory(config).create_from_url(url, interceptors=[AuthInterceptor(Bearer(token))])
+    return client, config
 
 
 def user_message(text: str, *, task_id: str = '', context_id: str = '', message_id: str = '') -> Message:
@@ -193,7 +215,8 @@ async def drain(stream: AsyncIterator[StreamResponse]) -> list[StreamResponse]:
 class Run:
     """The clients of one binding: the caller's (blocking and streaming) and another principal's."""
 
-    def __init__(self, blocking: Client, streaming: Client, other: Client, other_streaming: Client):
+    def __init__(self, blocking: Client, streaming: Client, other: Client, other_streaming: Client, http: list[httpx.AsyncClient]):
+        self.http = http
         self.blocking = blocking
         self.streaming = streaming
         self.other = other
@@ -216,6 +239,8 @@ class Run:
     async def close(self) -> None:
         for client in (self.blocking, self.streaming, self.other, self.other_streaming):
             await client.close()
+        for http in self.http:
+            await http.aclose()
 
 
 SCENARIOS: list[Callable[[Run], Awaitable[str]]] = []
@@ -452,21 +477,35 @@ async def main() -> int:
     parser.add_argument('--binding', required=True, choices=BINDINGS)
     parser.add_argument('--token', required=True, help="the caller's bearer token")
     parser.add_argument('--other-token', required=True, help="another principal's bearer token")
+    parser.add_argument('--ca', help='a PEM file of the CA to trust (the listener serving TLS)')
+    parser.add_argument('--only', help='the scenarios to play, comma-separated (default: all)')
     args = parser.parse_args()
+    scenarios = SCENARIOS
+    if args.only:
+        wanted = args.only.split(',')
+        unknown = set(wanted) - {fn.__name__ for fn in SCENARIOS}
+        if unknown:
+            parser.error(f'--only: no scenario named {", ".join(sorted(unknown))}')
+        scenarios = [fn for fn in SCENARIOS if fn.__name__ in wanted]
+    http: list[httpx.AsyncClient] = []
 
     async def client(token: str, streaming: bool) -> Client:
-        return await connect(args.url, args.binding, token, streaming=streaming)
+        made, config = await connect(args.url, args.binding, token, streaming=streaming, ca=args.ca)
+        if args.ca is not None:
+            http.append(config.httpx_client)
+        return made
 
     run = Run(
         await client(args.token, False),
         await client(args.token, True),
         await client(args.other_token, False),
         await client(args.other_token, True),
+        http,
     )
-    print(json.dumps({'binding': args.binding, 'scenarios': [fn.__name__ for fn in SCENARIOS]}), flush=True)
+    print(json.dumps({'binding': args.binding, 'scenarios': [fn.__name__ for fn in scenarios]}), flush=True)
     failed = 0
     try:
-        for fn in SCENARIOS:
+        for fn in scenarios:
             line = {'binding': args.binding, 'scenario': fn.__name__}
             try:
                 line['detail'] = await asyncio.wait_for(fn(run), SCENARIO_SECONDS)

@@ -266,6 +266,23 @@ impl A2aListener {
             .map_err(failed_precondition)
     }
 
+    /// Reads the TLS certificate and key (`A2A_TLS_CERT`, `A2A_TLS_KEY`) again (the
+    /// resident does on SIGHUP): connections accepted from now on get the new certificate.
+    /// Returns whether TLS is on (`false`: nothing to reload). Throws `FAILED_PRECONDITION`
+    /// naming the file and the problem when it is unusable; the certificate in use stays.
+    #[napi(catch_unwind)]
+    pub fn reload_tls(&self) -> Result<bool> {
+        match self
+            .inner
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+        {
+            Some(listener) => listener.reload_tls().map_err(failed_precondition),
+            None => Err(closed()),
+        }
+    }
+
     /// `reloadCredentials` when the file changed since it was last read (its time, size or
     /// inode); `null` when it did not. The resident asks every 2 s.
     #[napi(catch_unwind)]

@@ -5,6 +5,10 @@
 //! written its whole response body. One pool for both ports: `A2A_MAX_CONNECTIONS` counts
 //! every connection, and a gRPC connection, however many calls it multiplexes, is one (idle
 //! when none is in flight).
+//!
+//! With TLS each port has its own [`Tls`] (ALPN `http/1.1` on the main port, `h2` on
+//! gRPC's); the handshake runs in the connection's own task, never in the accept loop, so
+//! a client that stalls it holds only its own slot, for the idle timeout at most.
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -17,10 +21,11 @@ use tonic::codegen::Service as _;
 
 use super::grpc::{A2aServiceServer, Service as GrpcService};
 use super::router::handle;
+use super::tls::{Socket, Tls};
 use super::{conn, Body, Shared};
 
 /// A connection's socket as hyper serves it.
-type Io = TokioIo<conn::WriteDeadline<tokio::net::TcpStream>>;
+type Io = TokioIo<Socket>;
 
 /// How long `close()` waits for open connections to finish.
 pub(super) const CLOSE_GRACE: Duration = Duration::from_secs(5);
@@ -30,10 +35,14 @@ pub(super) const CLOSE_GRACE: Duration = Duration::from_secs(5);
 const WRITE_BUFFER_BYTES: usize = 64 * 1024;
 
 /// Serves HTTP+JSON and JSON-RPC (HTTP/1.1) on `listener` until shutdown.
-pub(super) async fn serve(listener: tokio::net::TcpListener, shared: Arc<Shared>) {
+pub(super) async fn serve(
+    listener: tokio::net::TcpListener,
+    shared: Arc<Shared>,
+    tls: Option<Arc<Tls>>,
+) {
     let idle = Duration::from_millis(shared.handler.config.idle_timeout_ms);
     let serving = shared.clone();
-    accept_loop(listener, shared, move |io, slot| {
+    accept_loop(listener, shared, tls, move |io, slot| {
         let service = {
             let (shared, slot) = (serving.clone(), slot.clone());
             hyper::service::service_fn(move |req| {
@@ -68,9 +77,10 @@ pub(super) async fn serve_grpc(
     listener: tokio::net::TcpListener,
     shared: Arc<Shared>,
     grpc: A2aServiceServer<GrpcService>,
+    tls: Option<Arc<Tls>>,
 ) {
     let connections = shared.connections.clone();
-    accept_loop(listener, shared, move |io, slot| {
+    accept_loop(listener, shared, tls, move |io, slot| {
         let service = {
             let (connections, grpc) = (connections.clone(), grpc.clone());
             hyper::service::service_fn(move |req| {
@@ -95,22 +105,26 @@ pub(super) async fn serve_grpc(
 }
 
 /// Accepts connections on `listener` until shutdown, each served by the connection
-/// `connect` makes of it, then waits (at most [`CLOSE_GRACE`]) for the open ones to finish.
+/// `connect` makes of it (after the TLS handshake, with `tls`), then waits (at most
+/// [`CLOSE_GRACE`]) for the open ones to finish.
 async fn accept_loop<C>(
     listener: tokio::net::TcpListener,
     shared: Arc<Shared>,
-    connect: impl Fn(Io, Arc<conn::Slot>) -> C,
+    tls: Option<Arc<Tls>>,
+    connect: impl Fn(Io, Arc<conn::Slot>) -> C + Send + Sync + 'static,
 ) where
     C: GracefulConnection<Error = hyper::Error> + Send + 'static,
 {
+    let connect = Arc::new(connect);
     let connections = shared.connections.clone();
     let mut shutdown = shared.handler.shutdown.clone();
     let write_timeout = Duration::from_millis(shared.handler.config.write_timeout_ms);
+    let handshake_timeout = Duration::from_millis(shared.handler.config.idle_timeout_ms);
     loop {
-        let stream = tokio::select! {
+        let (stream, peer) = tokio::select! {
             _ = shutdown.changed() => break,
             accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => stream,
+                Ok(accepted) => accepted,
                 Err(_) => {
                     // Out of file descriptors and the like: back off instead of spinning.
                     tokio::time::sleep(Duration::from_millis(50)).await;
@@ -124,12 +138,24 @@ async fn accept_loop<C>(
             slot = connections.admit() => slot,
         };
         let _ = stream.set_nodelay(true);
-        let io = TokioIo::new(conn::WriteDeadline::new(stream, write_timeout));
-        let conn = connect(io, slot.clone());
+        let stream = conn::WriteDeadline::new(stream, write_timeout);
         let mut shutdown = shutdown.clone();
         // Returns the slot when the task ends, even by a panic in a handler.
         let end = conn::ConnectionEnd::new(connections.clone(), slot.clone());
+        let (connect, tls) = (connect.clone(), tls.clone());
         tokio::spawn(async move {
+            let socket = match tls {
+                None => Socket::Plain(stream),
+                Some(tls) => tokio::select! {
+                    socket = tls.handshake(stream, peer, handshake_timeout) => match socket {
+                        Some(socket) => socket,
+                        None => return,
+                    },
+                    _ = slot.close_requested() => return,
+                    _ = shutdown.wait_for(|stop| *stop) => return,
+                },
+            };
+            let conn = connect(TokioIo::new(socket), slot.clone());
             tokio::pin!(conn);
             let ended = tokio::select! {
                 ended = conn.as_mut() => Some(ended),

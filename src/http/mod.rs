@@ -26,7 +26,8 @@
 //! the order above); the routes are `card.rs` (the Agent Card), `rest.rs` (HTTP+JSON)
 //! and `jsonrpc.rs` (every method), and `grpc.rs` serves the gRPC port; what they share is `task_stream.rs` (a handler stream
 //! as SSE), `sse.rs` (framing and backpressure), `negotiate.rs` (headers and bodies) and
-//! `conn.rs`.
+//! `conn.rs`; `tls.rs` serves each port over TLS when `A2A_TLS_CERT`/`A2A_TLS_KEY` are set
+//! (one reloadable certificate per port: `http/1.1` on the main one, `h2` on gRPC's).
 
 mod accept;
 mod card;
@@ -90,6 +91,8 @@ pub struct Listener {
     grpc_addr: Option<SocketAddr>,
     interface_url: String,
     warnings: Vec<String>,
+    /// The certificate of each port (main, then gRPC's), with TLS.
+    tls: Vec<Arc<tls::Tls>>,
 }
 
 impl Listener {
@@ -100,6 +103,18 @@ impl Listener {
         executor: Arc<dyn Executor>,
     ) -> Result<Listener, String> {
         let credentials = Credentials::load(&config.credentials_path)?;
+        let (main_tls, grpc_tls) = match &config.tls {
+            Some(files) => (
+                Some(Arc::new(tls::Tls::load(
+                    &files.cert,
+                    &files.key,
+                    &[b"http/1.1"],
+                )?)),
+                Some(Arc::new(tls::Tls::load(&files.cert, &files.key, &[b"h2"])?)),
+            ),
+            None => (None, None),
+        };
+        let tls: Vec<Arc<tls::Tls>> = main_tls.iter().chain(&grpc_tls).cloned().collect();
         let page_tokens = page_token::PageTokens::new(plane.page_token_key().map_err(|e| {
             format!("cannot read the page-token key from the task-plane store: {e}")
         })?);
@@ -129,6 +144,7 @@ impl Listener {
         };
         let interface_url = match &config.public_url {
             Some(url) => url.clone(),
+            None if main_tls.is_some() => format!("https://{local_addr}"),
             None => format!("http://{local_addr}"),
         };
         let base_path = base_path_of(&interface_url);
@@ -187,14 +203,14 @@ impl Listener {
         };
         let grpc = grpc_listener.map(|grpc_listener| {
             let service = grpc::Service::new(shared.handler.clone(), shared.connections.clone());
-            accept::serve_grpc(grpc_listener, shared.clone(), service)
+            accept::serve_grpc(grpc_listener, shared.clone(), service, grpc_tls)
         });
         let serve = runtime.spawn(async move {
             match grpc {
                 Some(grpc) => {
-                    tokio::join!(accept::serve(listener, shared), grpc);
+                    tokio::join!(accept::serve(listener, shared, main_tls), grpc);
                 }
-                None => accept::serve(listener, shared).await,
+                None => accept::serve(listener, shared, main_tls).await,
             }
         });
         crate::log::event(
@@ -203,6 +219,7 @@ impl Listener {
                 "bind": local_addr.to_string(),
                 "url": interface_url,
                 "grpc_bind": grpc_addr.map(|addr| addr.to_string()),
+                "tls": !tls.is_empty(),
             }),
         );
         Ok(Listener {
@@ -215,7 +232,26 @@ impl Listener {
             grpc_addr,
             interface_url,
             warnings,
+            tls,
         })
+    }
+
+    /// Reads the TLS certificate and key again (on SIGHUP); they serve the connections
+    /// accepted from now on. `Ok(false)`: no TLS configured. On an error (naming the file)
+    /// the certificate in use stays.
+    pub fn reload_tls(&self) -> Result<bool, String> {
+        for tls in &self.tls {
+            tls.reload().inspect_err(|reason| {
+                crate::log::warn("a2a_tls_reload_failed", json!({ "reason": reason }));
+            })?;
+        }
+        if !self.tls.is_empty() {
+            crate::log::event(
+                "a2a_tls_reloaded",
+                json!({ "bind": self.local_addr.to_string() }),
+            );
+        }
+        Ok(!self.tls.is_empty())
     }
 
     /// Replaces the executor for the messages that arrive from now on (a message already

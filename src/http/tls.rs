@@ -1,17 +1,33 @@
-//! TLS for the listener (rustls, with `ring`), when a certificate chain and its key are
+//! TLS for the listener (rustls, with `aws-lc-rs`), when a certificate chain and its key are
 //! configured (`A2A_TLS_CERT`, `A2A_TLS_KEY`: PEM files). Loaded at start, where a file
 //! that cannot be used stops the start with an error naming it; reloaded by
 //! [`Tls::reload`] (the resident calls it on SIGHUP), where a file that cannot be used
 //! keeps the certificate in use and says why. A reload applies to connections accepted
 //! after it; connections already open keep theirs.
 
+use std::io;
 use std::path::{Path, PathBuf};
+use std::pin::Pin;
 use std::sync::{Arc, RwLock};
+use std::task::{Context, Poll};
+use std::time::Duration;
 
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::ServerConfig;
+use serde_json::json;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
 use tokio_rustls::TlsAcceptor;
+
+use super::conn::WriteDeadline;
+
+/// A connection's socket: plain, or TLS over it (the write deadline under TLS, so a peer
+/// that stops reading is dropped either way).
+pub enum Socket {
+    Plain(WriteDeadline<TcpStream>),
+    Tls(Box<tokio_rustls::server::TlsStream<WriteDeadline<TcpStream>>>),
+}
 
 /// The listener's certificate and key, replaceable while it serves.
 pub struct Tls {
@@ -50,6 +66,87 @@ impl Tls {
             .read()
             .unwrap_or_else(|p| p.into_inner())
             .clone()
+    }
+
+    /// The TLS handshake on `stream`, within `timeout`; `None` when it fails or times out.
+    /// Scanners and plain-HTTP clients fail it all the time: a debug line, not a warning.
+    pub async fn handshake(
+        &self,
+        stream: WriteDeadline<TcpStream>,
+        peer: std::net::SocketAddr,
+        timeout: Duration,
+    ) -> Option<Socket> {
+        let failed = |reason: String| {
+            crate::log::event_at(
+                tracing::Level::DEBUG,
+                "a2a_tls_handshake_failed",
+                json!({ "peer": peer.to_string(), "reason": reason }),
+            );
+            None
+        };
+        match tokio::time::timeout(timeout, self.acceptor().accept(stream)).await {
+            Ok(Ok(stream)) => Some(Socket::Tls(Box::new(stream))),
+            Ok(Err(e)) => failed(e.to_string()),
+            Err(_) => failed(format!("no handshake within {} ms", timeout.as_millis())),
+        }
+    }
+}
+
+impl AsyncRead for Socket {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Socket::Plain(s) => Pin::new(s).poll_read(cx, buf),
+            Socket::Tls(s) => Pin::new(s).poll_read(cx, buf),
+        }
+    }
+}
+
+impl AsyncWrite for Socket {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            Socket::Plain(s) => Pin::new(s).poll_write(cx, buf),
+            Socket::Tls(s) => Pin::new(s).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            Socket::Plain(s) => Pin::new(s).poll_write_vectored(cx, bufs),
+            Socket::Tls(s) => Pin::new(s).poll_write_vectored(cx, bufs),
+        }
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        match self {
+            Socket::Plain(s) => s.is_write_vectored(),
+            Socket::Tls(s) => s.is_write_vectored(),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Socket::Plain(s) => Pin::new(s).poll_flush(cx),
+            Socket::Tls(s) => Pin::new(s).poll_flush(cx),
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Socket::Plain(s) => Pin::new(s).poll_shutdown(cx),
+            Socket::Tls(s) => Pin::new(s).poll_shutdown(cx),
+        }
     }
 }
 
