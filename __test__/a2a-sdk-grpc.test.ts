@@ -1,36 +1,12 @@
 // The official @a2a-js/sdk client over gRPC (its GrpcTransport on @grpc/grpc-js, unchanged,
-// dialing the GRPC interface our Agent Card lists), against our listener on loopback, backed
-// by the real addon: the scenarios a2a-sdk-jsonrpc.test.ts runs over JSON-RPC, and principal
-// isolation. The bearer token and a later client's `A2A-Version` travel as the SDK carries
-// every header on gRPC: service parameters, sent as metadata. The agent is a scripted
-// embedder agent (`plane.embedderAgent()`, not Pi).
+// dialing the GRPC interface our Agent Card lists) plays the shared scenarios
+// (helpers/sdk-scenarios.ts) against our listener. The bearer token and a later client's
+// `A2A-Version` travel as the SDK carries every header on gRPC: service parameters, sent
+// as metadata.
 import assert from "node:assert/strict";
-import { randomUUID } from "node:crypto";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { after, before, test } from "node:test";
-import { TaskState } from "@a2a-js/sdk";
-import {
-  type Client,
-  ClientFactory,
-  ClientFactoryOptions,
-  type BeforeArgs,
-  type CallInterceptor,
-} from "@a2a-js/sdk/client";
+import { ClientFactory, ClientFactoryOptions, type BeforeArgs, type CallInterceptor } from "@a2a-js/sdk/client";
 import { GrpcTransportFactory } from "@a2a-js/sdk/client/grpc";
-import { A2AListener, type EmbedderAgent, TaskPlane } from "../index.js";
-import { type ScriptedAgent, startScriptedAgent } from "./helpers/scripted-agent.ts";
-import { message, type Named, reasonIs, request, textOf } from "./helpers/sdk-messages.ts";
-
-const TOKEN = "sdk-grpc-token-0123456789";
-const OTHER = "other-grpc-token-0123456789";
-const dir = mkdtempSync(join(tmpdir(), "tp-sdk-grpc-"));
-let plane: TaskPlane;
-let agent: EmbedderAgent;
-let listener: A2AListener;
-let client: Client;
-let scripted: ScriptedAgent;
+import { sdkScenarios } from "./helpers/sdk-scenarios.ts";
 
 /** Sets service parameters (gRPC metadata) on every call, after the SDK's own. */
 function metadata(entries: Record<string, string>): CallInterceptor {
@@ -43,7 +19,7 @@ function metadata(entries: Record<string, string>): CallInterceptor {
 }
 
 /** A client that speaks gRPC only: it finds the GRPC interface in the card. */
-async function clientFor(token: string, extra: Record<string, string> = {}): Promise<Client> {
+function grpcClient(url: string, token: string, extra: Record<string, string> = {}) {
   const factory = new ClientFactory(
     ClientFactoryOptions.createFrom(ClientFactoryOptions.default, {
       transports: [new GrpcTransportFactory()],
@@ -51,177 +27,18 @@ async function clientFor(token: string, extra: Record<string, string> = {}): Pro
       clientConfig: { interceptors: [metadata({ authorization: `Bearer ${token}`, ...extra })] },
     }),
   );
-  return factory.createFromUrl(listener.url);
+  return factory.createFromUrl(url);
 }
 
-const credentials = join(dir, "credentials.json");
-
-before(async () => {
-  writeFileSync(credentials, JSON.stringify({ credentials: [{ token: TOKEN, principal: "rpc-user" }, { token: OTHER, principal: "other" }] }), { mode: 0o600 });
-  plane = await TaskPlane.open(join(dir, "store"));
-  agent = plane.embedderAgent();
-  listener = A2AListener.start(plane, { port: 0, credentialsPath: credentials, blockingTimeoutMs: 5000 });
-  scripted = startScriptedAgent(agent);
-  client = await clientFor(TOKEN);
-});
-
-after(async () => {
-  await scripted.stop();
-  listener.close();
-  plane.close();
-  rmSync(dir, { recursive: true, force: true });
-});
-
-test("over gRPC: sendMessage blocks until COMPLETED; getTask honours historyLength", async () => {
-  const result = await client.sendMessage(request(message("summarise")));
-  assert.ok("status" in result, "a Task, not a Message");
-  assert.equal(result.status?.state, TaskState.TASK_STATE_COMPLETED);
-  assert.deepEqual(result.artifacts.map((a) => textOf(a.parts)), ["half way", "echo: summarise"]);
-  const task = await client.getTask({ tenant: "", id: result.id, historyLength: 1 });
-  assert.equal(task.id, result.id);
-  assert.equal(task.history.length, 1);
-});
-
-test("over gRPC: sendMessageStream yields the Task and its updates to the terminal event", async () => {
-  const events: string[] = [];
-  for await (const event of client.sendMessageStream(request(message("stream me")))) {
-    const p = event.payload;
-    if (p?.$case === "task") events.push("task");
-    if (p?.$case === "statusUpdate") events.push(`status:${TaskState[p.value.status?.state ?? 0]}`);
-    if (p?.$case === "artifactUpdate") events.push(`artifact:${p.value.artifact?.name}`);
-  }
-  assert.equal(events[0], "task");
-  assert.equal(events.at(-1), "status:TASK_STATE_COMPLETED");
-  assert.ok(events.includes("artifact:answer"), events.join(" "));
-});
-
-test("over gRPC: listTasks pages with its token", async () => {
-  const contextId = randomUUID();
-  const first = await client.sendMessage(request(message("one", "", contextId)));
-  assert.ok("status" in first);
-  await client.sendMessage(request(message("two", "", first.contextId)));
-  const query = { tenant: "", contextId: first.contextId, status: TaskState.TASK_STATE_UNSPECIFIED, statusTimestampAfter: undefined };
-  const page = await client.listTasks({ ...query, pageToken: "", pageSize: 1 });
-  assert.equal(page.tasks.length, 1);
-  assert.equal(page.totalSize, 2);
-  assert.notEqual(page.nextPageToken, "");
-  const rest = await client.listTasks({ ...query, pageToken: page.nextPageToken, pageSize: 1 });
-  assert.equal(rest.tasks.length, 1);
-  assert.equal(rest.nextPageToken, "");
-  assert.notEqual(rest.tasks[0]?.id, page.tasks[0]?.id);
-});
-
-test("over gRPC: input-required, then subscribe, then the continuation settles it", async () => {
-  const asked = await client.sendMessage(request(message("ask")));
-  assert.ok("status" in asked);
-  assert.equal(asked.status?.state, TaskState.TASK_STATE_INPUT_REQUIRED);
-  const seen: string[] = [];
-  let subscribed: () => void = () => {};
-  const snapshot = new Promise<void>((resolve) => (subscribed = resolve));
-  const subscription = (async () => {
-    for await (const event of client.resubscribeTask({ tenant: "", id: asked.id })) {
-      const p = event.payload;
-      if (p?.$case === "task") seen.push(`task:${TaskState[p.value.status?.state ?? 0]}`);
-      if (p?.$case === "statusUpdate") seen.push(`status:${TaskState[p.value.status?.state ?? 0]}`);
-      subscribed();
-    }
-  })();
-  await Promise.race([snapshot, subscription]);
-  const answered = await client.sendMessage(request(message("the blue one", asked.id, asked.contextId)));
-  assert.ok("status" in answered);
-  assert.equal(answered.id, asked.id);
-  assert.equal(answered.status?.state, TaskState.TASK_STATE_COMPLETED);
-  await subscription;
-  assert.equal(seen[0], "task:TASK_STATE_INPUT_REQUIRED");
-  assert.equal(seen.at(-1), "status:TASK_STATE_COMPLETED");
-  const terminal = (async () => {
-    for await (const _ of client.resubscribeTask({ tenant: "", id: asked.id })) {
-      // a terminal Task is refused before any event
-    }
-  })();
-  await assert.rejects(terminal, reasonIs("UNSUPPORTED_OPERATION"));
-});
-
-test("over gRPC: subscribe then cancel; a terminal or unknown Task gets the typed error", async () => {
-  const working = await client.sendMessage(request(message("work"), true));
-  assert.ok("status" in working);
-  const states: string[] = [];
-  const subscription = (async () => {
-    for await (const event of client.resubscribeTask({ tenant: "", id: working.id })) {
-      const p = event.payload;
-      if (p?.$case === "task") states.push(TaskState[p.value.status?.state ?? 0]);
-      if (p?.$case === "statusUpdate") states.push(TaskState[p.value.status?.state ?? 0]);
-    }
-  })();
-  const canceled = await client.cancelTask({ tenant: "", id: working.id, metadata: undefined });
-  assert.equal(canceled.status?.state, TaskState.TASK_STATE_CANCELED);
-  await subscription;
-  assert.equal(states.at(-1), "TASK_STATE_CANCELED");
-  await assert.rejects(client.cancelTask({ tenant: "", id: working.id, metadata: undefined }), (err: Named) => {
-    assert.equal(err.name, "TaskNotCancelableError");
-    return true;
-  });
-  await assert.rejects(client.cancelTask({ tenant: "", id: "no-such-task", metadata: undefined }), (err: Named) => {
-    assert.equal(err.name, "TaskNotFoundError");
-    return true;
-  });
-  await assert.rejects(client.getTask({ tenant: "", id: "no-such-task" }), (err: Named) => err.name === "TaskNotFoundError");
-});
-
-test("over gRPC: a reused messageId returns the prior Task; other content is the conflict", async () => {
-  const messageId = randomUUID();
-  const first = await client.sendMessage(request(message("once", "", "", messageId)));
-  const again = await client.sendMessage(request(message("once", "", "", messageId)));
-  assert.ok("status" in first && "status" in again);
-  assert.equal(again.id, first.id);
+sdkScenarios({
+  name: "gRPC",
+  clientFor: (url, token) => grpcClient(url, token),
+  // An interceptor after the SDK's own plays a client of a later version.
+  laterVersionClient: (url, token, version) => grpcClient(url, token, { "A2A-Version": version }),
   // No typed error names the conflict: the status (ALREADY_EXISTS) and its ErrorInfo say it.
-  await assert.rejects(client.sendMessage(request(message("something else", "", "", messageId))), (err: Error) => {
-    assert.match(String(err.message), /messageId|ALREADY_EXISTS|DUPLICATE_MESSAGE_ID/, `${err.name}: ${err.message}`);
+  isConflict: (err) => {
+    const e = err as Error;
+    assert.match(String(e.message), /messageId|ALREADY_EXISTS|DUPLICATE_MESSAGE_ID/, `${e.name}: ${e.message}`);
     return true;
-  });
-});
-
-test("over gRPC: a version the server does not speak is VERSION_NOT_SUPPORTED", async () => {
-  // The client always sends its own version (1.0): an interceptor after it plays a client of
-  // a later version.
-  const sdk = await clientFor(TOKEN, { "A2A-Version": "2.0" });
-  await assert.rejects(sdk.getTask({ tenant: "", id: "x" }), (err: Named) => {
-    assert.equal(err.name, "VersionNotSupportedError");
-    return true;
-  });
-});
-
-test("over gRPC: a direct Message from the executor", async () => {
-  listener.setExecutor(async () => ({ role: "ROLE_AGENT", parts: [{ text: "direct" }] }));
-  try {
-    const direct = await client.sendMessage(request(message("hi")));
-    assert.ok(!("status" in direct), "a Message, not a Task");
-    assert.equal(textOf(direct.parts), "direct");
-  } finally {
-    listener.setExecutor(null);
-  }
-});
-
-test("over gRPC: another caller's Task is not found, listed, cancelled, subscribed to or continued", async () => {
-  const mine = await client.sendMessage(request(message("work"), true));
-  assert.ok("status" in mine);
-  const other = await clientFor(OTHER);
-  await assert.rejects(other.getTask({ tenant: "", id: mine.id }), reasonIs("TASK_NOT_FOUND"));
-  await assert.rejects(other.cancelTask({ tenant: "", id: mine.id, metadata: undefined }), reasonIs("TASK_NOT_FOUND"));
-  const subscribe = (async () => {
-    for await (const _ of other.resubscribeTask({ tenant: "", id: mine.id })) {
-      // refused before any event
-    }
-  })();
-  await assert.rejects(subscribe, reasonIs("TASK_NOT_FOUND"));
-  await assert.rejects(other.sendMessage(request(message("mine now", mine.id, mine.contextId))), reasonIs("TASK_NOT_FOUND"));
-  const theirs = await other.listTasks({ tenant: "", contextId: "", status: TaskState.TASK_STATE_UNSPECIFIED, pageToken: "", statusTimestampAfter: undefined });
-  assert.equal(theirs.totalSize, 0);
-  const still = await client.getTask({ tenant: "", id: mine.id });
-  assert.equal(still.status?.state, TaskState.TASK_STATE_WORKING);
-  await client.cancelTask({ tenant: "", id: mine.id, metadata: undefined });
-});
-
-test("the scripted agent met no error", () => {
-  assert.deepEqual(scripted.errors, []);
+  },
 });
