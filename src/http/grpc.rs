@@ -397,6 +397,13 @@ async fn forward(
         updates,
     } = stream;
     let deliver = |frame| async {
+        // A queue with room takes the frame at once: no timer (registering one with tokio's
+        // driver per frame costs more than the send). Only a full queue waits, bounded.
+        let frame = match queue.try_send(frame) {
+            Ok(()) => return true,
+            Err(mpsc::error::TrySendError::Closed(_)) => return false,
+            Err(mpsc::error::TrySendError::Full(frame)) => frame,
+        };
         match tokio::time::timeout(stall.after, queue.send(frame)).await {
             Ok(sent) => sent.is_ok(),
             Err(_) => {
