@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
 # Runs every test, installing and building what it needs first (see tools/setup.sh):
-# the Rust unit and integration tests, then the Node tests (addon API, real clients, real Pi
+# the Rust unit and integration tests (those of the PostgreSQL store against a real server
+# they start themselves), then the Node tests (addon API, real clients, real Pi
 # headless with its scripted faux provider) under the pinned Node 22.
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 . "$repo/tools/setup.sh"
 cd "$repo"
+# The PostgreSQL store's tests start their own throwaway server from Debian's `postgresql`
+# package; a clean machine gets it here (as root), or is told what to install.
+bash "$repo/tools/ensure-postgres.sh" >/dev/null
 # --release, with the target triple setup.sh exported (CARGO_BUILD_TARGET), shares one
 # dependency build with the addon that setup.sh just built.
 cargo test --release

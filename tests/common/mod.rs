@@ -3,6 +3,7 @@
 
 pub mod contract;
 pub mod http;
+pub mod postgres;
 pub mod server;
 pub mod wake;
 
