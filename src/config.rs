@@ -71,6 +71,106 @@ pub fn log_dir(
     })
 }
 
+/// The variable that puts the store on PostgreSQL instead of the embedded SQLite.
+pub const STORE_URL_VAR: &str = "A2A_STORE_URL";
+
+/// Where the durable store lives.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StoreBackend {
+    /// The embedded SQLite store under the store root (`A2A_STORE_URL` unset).
+    Sqlite,
+    /// A PostgreSQL database (`A2A_STORE_URL=postgres://…`).
+    Postgres(PostgresUrl),
+}
+
+/// A `postgres://` or `postgresql://` URL that parses as a connection string and names a
+/// host. It may hold a password: `Debug` and [`PostgresUrl::redacted`] never show it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct PostgresUrl(String);
+
+impl PostgresUrl {
+    /// The URL as given (with its password): for connecting only, never for messages.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The URL with its password (in the user info or a `password=` parameter) as `***`.
+    pub fn redacted(&self) -> String {
+        redact_password(&self.0)
+    }
+}
+
+impl std::fmt::Debug for PostgresUrl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "PostgresUrl({})", self.redacted())
+    }
+}
+
+/// `A2A_STORE_URL`: unset (or empty) → SQLite; a `postgres://` or `postgresql://` URL →
+/// PostgreSQL; anything else is an error naming the variable, never a silent fallback.
+pub fn store_backend(env: &dyn Fn(&str) -> Option<String>) -> Result<StoreBackend, ConfigError> {
+    let Some(url) = var(env, STORE_URL_VAR) else {
+        return Ok(StoreBackend::Sqlite);
+    };
+    let error = |message: String| ConfigError {
+        variable: STORE_URL_VAR.into(),
+        message,
+    };
+    let shown = redact_password(&url);
+    if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
+        return Err(error(format!(
+            "`{shown}` is not a PostgreSQL URL: set it to postgres://user:password@host:5432/database \
+             for a fleet on PostgreSQL, or unset it to use the embedded SQLite store"
+        )));
+    }
+    let config: postgres::Config = url.parse().map_err(|e| {
+        error(format!(
+            "`{shown}` is not a usable PostgreSQL URL ({e}); write it as postgres://user:password@host:5432/database \
+             (percent-encode special characters in the user and password)"
+        ))
+    })?;
+    if config.get_hosts().is_empty() {
+        return Err(error(format!(
+            "`{shown}` names no host: write it as postgres://user:password@host:5432/database"
+        )));
+    }
+    Ok(StoreBackend::Postgres(PostgresUrl(url)))
+}
+
+/// `url` with the password of its user info and of a `password=` parameter as `***`.
+pub fn redact_password(url: &str) -> String {
+    let (scheme, rest) = match url.find("://") {
+        Some(at) => url.split_at(at + 3),
+        None => ("", url),
+    };
+    let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(authority_end);
+    let authority = match authority.rfind('@') {
+        Some(at) => {
+            let (userinfo, host) = authority.split_at(at);
+            match userinfo.find(':') {
+                Some(colon) => format!("{}:***{host}", &userinfo[..colon]),
+                None => authority.to_string(),
+            }
+        }
+        None => authority.to_string(),
+    };
+    let tail = match tail.split_once('?') {
+        Some((path, query)) => {
+            let params: Vec<String> = query
+                .split('&')
+                .map(|param| match param.split_once('=') {
+                    Some((key, _)) if key.eq_ignore_ascii_case("password") => format!("{key}=***"),
+                    _ => param.to_string(),
+                })
+                .collect();
+            format!("{path}?{}", params.join("&"))
+        }
+        None => tail.to_string(),
+    };
+    format!("{scheme}{authority}{tail}")
+}
+
 /// The process environment, for the functions above.
 pub fn process_env(name: &str) -> Option<String> {
     std::env::var(name).ok()
@@ -251,6 +351,63 @@ mod tests {
                 .unwrap_err();
         assert_eq!(err.option, None, "the variable, not an option, was wrong");
         assert!(err.to_string().starts_with("A2A_PORT: "), "{err}");
+    }
+
+    #[test]
+    fn the_store_url_selects_sqlite_when_unset_and_postgres_for_a_postgres_url() {
+        assert_eq!(store_backend(&env(&[])), Ok(StoreBackend::Sqlite));
+        assert_eq!(
+            store_backend(&env(&[("A2A_STORE_URL", "")])),
+            Ok(StoreBackend::Sqlite)
+        );
+        for url in [
+            "postgres://a2a:s3cret@db.example:5432/fleet",
+            "postgresql://a2a@10.0.0.5/fleet?sslmode=disable",
+        ] {
+            match store_backend(&env(&[("A2A_STORE_URL", url)])) {
+                Ok(StoreBackend::Postgres(parsed)) => assert_eq!(parsed.as_str(), url),
+                other => panic!("{url}: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn an_unusable_store_url_is_an_error_naming_the_variable_without_the_password() {
+        for (url, says) in [
+            ("mysql://a2a:s3cret@db/fleet", "is not a PostgreSQL URL"),
+            ("/var/lib/a2a.sqlite3", "is not a PostgreSQL URL"),
+            (
+                "postgres://a2a:s3cret@db:notaport/fleet",
+                "is not a usable PostgreSQL URL",
+            ),
+            ("postgres://a2a:s3cret@/fleet", "names no host"),
+        ] {
+            let err = store_backend(&env(&[("A2A_STORE_URL", url)])).unwrap_err();
+            assert_eq!(err.variable, "A2A_STORE_URL", "{url}");
+            assert!(err.message.contains(says), "{url}: {}", err.message);
+            assert!(!err.to_string().contains("s3cret"), "{url}: {err}");
+        }
+    }
+
+    #[test]
+    fn a_store_url_is_shown_with_its_password_redacted() {
+        assert_eq!(
+            redact_password("postgres://a2a:s3cret@db:5432/fleet"),
+            "postgres://a2a:***@db:5432/fleet"
+        );
+        assert_eq!(
+            redact_password("postgres://a2a@db/fleet?password=s3cret&sslmode=require"),
+            "postgres://a2a@db/fleet?password=***&sslmode=require"
+        );
+        assert_eq!(
+            redact_password("postgres://db/fleet"),
+            "postgres://db/fleet"
+        );
+        let url = match store_backend(&env(&[("A2A_STORE_URL", "postgres://u:pw@h/d")])) {
+            Ok(StoreBackend::Postgres(url)) => url,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(format!("{url:?}"), "PostgresUrl(postgres://u:***@h/d)");
     }
 
     #[test]
