@@ -10,6 +10,8 @@
 //!   (`store::tasks`, `store::claims`, `store::contexts`, `store::evidence`,
 //!   `store::anchors`, `store::checkpoints`, `store::deliveries`, `store::retention`,
 //!   `store::inspect`).
+//! - [`pg`]: the durable store on PostgreSQL for a fleet (`A2A_STORE_URL`): worker threads
+//!   with pooled connections, one transaction per job, versioned migrations.
 //! - [`plane`]: the trusted intake and every rule of the contract's Task and conversation
 //!   semantics (contexts, continuation, idempotency, acceptance, retention, delivery, the
 //!   durable half of the wake queue). Rules only: it reads typed rows from the store,
@@ -53,7 +55,7 @@
 //! 7  binding
 //! 6  tools  http
 //! 5  wake  handler
-//! 4  plane
+//! 4  plane  pg
 //! 3  store  events  wire  config  metrics
 //! 2  record  log
 //! 1  ids  elicitation
@@ -80,6 +82,7 @@ pub mod http;
 pub mod ids;
 pub mod log;
 pub mod metrics;
+pub mod pg;
 pub mod plane;
 pub mod record;
 pub mod store;

@@ -1,0 +1,137 @@
+//! The PostgreSQL schema's versioned migrations, against a real server: a fresh database
+//! gets the whole schema once, nodes starting together migrate once, and a database a
+//! newer build migrated is refused.
+
+mod common;
+
+use a2a_task_plane::config::{store_backend, PostgresUrl, StoreBackend};
+use a2a_task_plane::pg::{PgError, PgOptions, PgStore, SCHEMA_VERSION};
+use common::postgres::TestDatabase;
+
+fn url(db: &TestDatabase) -> PostgresUrl {
+    let text = db.url();
+    let env = |name: &str| (name == "A2A_STORE_URL").then(|| text.clone());
+    match store_backend(&env) {
+        Ok(StoreBackend::Postgres(url)) => url,
+        other => panic!("{other:?}"),
+    }
+}
+
+const TABLES: &str = "artifacts,checkpoints,claim_states,claims,contexts,deliveries,evidence,\
+history,removed_tasks,reply_anchors,schema_migrations,secrets,task_counts,tasks";
+
+fn tables(db: &TestDatabase) -> String {
+    db.psql(
+        "SELECT string_agg(tablename, ',' ORDER BY tablename) FROM pg_tables WHERE schemaname = 'public'",
+    )
+}
+
+#[test]
+fn a_fresh_database_is_migrated_to_the_whole_schema_once() {
+    let db = TestDatabase::new();
+    let store = PgStore::open(&url(&db), PgOptions::default()).unwrap();
+    assert_eq!(tables(&db), TABLES);
+    assert_eq!(
+        db.psql("SELECT string_agg(version::text, ',') FROM schema_migrations"),
+        SCHEMA_VERSION.to_string()
+    );
+    assert_eq!(
+        db.psql("SELECT length(value) FROM secrets WHERE name = 'page_tokens'"),
+        "32"
+    );
+    // The wake lease columns are there, and half a lease is refused.
+    assert_eq!(
+        db.psql(
+            "SELECT string_agg(column_name, ',' ORDER BY column_name) FROM information_schema.columns \
+             WHERE table_name = 'claims' AND column_name LIKE 'lease%'"
+        ),
+        "lease_expires_ms,lease_owner"
+    );
+    let half_lease = store
+        .call(|tx| {
+            tx.execute(
+                "INSERT INTO claims (activation_id, principal, dedupe_key, source, route, context_id, \
+                 digest, state, claimed_ms, lease_owner) \
+                 VALUES ('a1', 'alice', 'm1', 'a2a', 'new', 'c1', 'sha256:0', 'ACCEPTED', 1, 'node-a')",
+                &[],
+            )?;
+            Ok(())
+        })
+        .unwrap_err();
+    assert!(half_lease.to_string().contains("23514"), "{half_lease}");
+    store.close();
+    // Opening again applies nothing and keeps the secret.
+    let secret = db.psql("SELECT encode(value, 'hex') FROM secrets");
+    let again = PgStore::open(&url(&db), PgOptions::default()).unwrap();
+    assert_eq!(
+        db.psql("SELECT count(*) FROM schema_migrations"),
+        "1".to_string()
+    );
+    assert_eq!(db.psql("SELECT encode(value, 'hex') FROM secrets"), secret);
+    again.close();
+}
+
+#[test]
+fn a_deleted_task_leaves_its_count_and_a_removal_note_by_trigger() {
+    let db = TestDatabase::new();
+    let _store = PgStore::open(&url(&db), PgOptions::default()).unwrap();
+    db.psql(
+        "INSERT INTO tasks (task_id, principal, context_id, source, continuation, state, status_ms, created_ms) \
+         VALUES ('t1', 'alice', 'c1', 'a2a', 'open', 'TASK_STATE_COMPLETED', 1, 1); \
+         INSERT INTO task_counts VALUES ('alice', 'TASK_STATE_COMPLETED', 1); \
+         DELETE FROM tasks WHERE task_id = 't1'",
+    );
+    assert_eq!(db.psql("SELECT n FROM task_counts"), "0");
+    assert_eq!(db.psql("SELECT task_id FROM removed_tasks"), "t1");
+}
+
+#[test]
+fn nodes_starting_together_migrate_once() {
+    let db = TestDatabase::new();
+    let url = url(&db);
+    let barrier = std::sync::Barrier::new(4);
+    let opened: Vec<Result<PgStore, PgError>> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..4)
+            .map(|_| {
+                s.spawn(|| {
+                    barrier.wait();
+                    PgStore::open(
+                        &url,
+                        PgOptions {
+                            connections: 1,
+                            ..PgOptions::default()
+                        },
+                    )
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    for store in &opened {
+        assert!(store.is_ok(), "{:?}", store.as_ref().err());
+    }
+    assert_eq!(db.psql("SELECT count(*) FROM schema_migrations"), "1");
+    assert_eq!(db.psql("SELECT count(*) FROM secrets"), "1");
+    assert_eq!(tables(&db), TABLES);
+}
+
+#[test]
+fn a_database_a_newer_build_migrated_is_refused() {
+    let db = TestDatabase::new();
+    PgStore::open(&url(&db), PgOptions::default())
+        .unwrap()
+        .close();
+    let newer = SCHEMA_VERSION + 1;
+    db.psql(&format!(
+        "INSERT INTO schema_migrations (version) VALUES ({newer})"
+    ));
+    let err = PgStore::open(&url(&db), PgOptions::default())
+        .err()
+        .unwrap();
+    let text = err.to_string();
+    assert!(matches!(err, PgError::Schema(_)), "{err:?}");
+    assert!(text.contains(&format!("schema version {newer}")), "{text}");
+    assert!(text.contains(&format!("`{}`", db.name)), "{text}");
+    assert!(text.contains("upgrade"), "{text}");
+    assert!(!text.contains("a2a:"), "no credentials: {text}");
+}
