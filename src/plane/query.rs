@@ -10,7 +10,7 @@ use crate::field_error::FieldError;
 use crate::record::{TaskRecord, TaskState};
 use crate::store::tasks::{self, PageQuery};
 pub use crate::store::tasks::{PageCursor, SummaryFilter, TaskSummary};
-use crate::store::Statements;
+use crate::store::ReadTx;
 
 /// What to list.
 #[derive(Debug, Clone, Default)]
@@ -74,7 +74,7 @@ impl TaskPlane {
         include_artifacts: bool,
     ) -> Result<Option<TaskRecord>, PlaneError> {
         self.read(|conn| {
-            tasks::owned(conn, principal, task_id)?
+            conn.task_owned_by(principal, task_id)?
                 .map(|row| read_full(conn, row, history_length, include_artifacts))
                 .transpose()
         })
@@ -89,7 +89,7 @@ impl TaskPlane {
         include_artifacts: bool,
     ) -> Result<Option<TaskRecord>, PlaneError> {
         self.read(|conn| {
-            tasks::by_id(conn, task_id)?
+            conn.task_by_id(task_id)?
                 .map(|row| read_full(conn, row, history_length, include_artifacts))
                 .transpose()
         })
@@ -123,7 +123,7 @@ impl TaskPlane {
             limit: filter.page_size,
         };
         self.read(|conn| {
-            let page = tasks::page(conn, principal, &query)?;
+            let page = conn.task_page(principal, &query)?;
             let tasks = page
                 .rows
                 .into_iter()
@@ -140,12 +140,12 @@ impl TaskPlane {
     /// The operator's view of the newest-status Tasks, whoever owns them (see
     /// [`tasks::summaries`]).
     pub fn recent_tasks(&self, filter: &SummaryFilter) -> Result<Vec<TaskSummary>, PlaneError> {
-        self.read(|conn| Ok(tasks::summaries(conn, filter)?))
+        self.read(|conn| Ok(conn.task_summaries(filter)?))
     }
 }
 
 pub(super) fn read_full(
-    on: &impl Statements,
+    on: &dyn ReadTx,
     row: tasks::TaskRow,
     history_length: Option<u32>,
     include_artifacts: bool,
@@ -153,10 +153,10 @@ pub(super) fn read_full(
     let mut record = row.record;
     record.history = match history_length {
         Some(0) => Vec::new(),
-        limit => tasks::history(on, row.seq, limit)?,
+        limit => on.task_history(row.seq, limit)?,
     };
     if include_artifacts {
-        record.artifacts = tasks::artifacts(on, row.seq)?;
+        record.artifacts = on.task_artifacts(row.seq)?;
     }
     Ok(record)
 }
