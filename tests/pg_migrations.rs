@@ -5,8 +5,15 @@
 mod common;
 
 use a2a_task_plane::config::{store_backend, PostgresUrl, StoreBackend};
-use a2a_task_plane::pg::{PgError, PgOptions, PgStore, SCHEMA_VERSION};
+use a2a_task_plane::pg::{PgOptions, PgStore, SCHEMA_VERSION};
+use a2a_task_plane::store::{Backend, StoreError};
 use common::postgres::TestDatabase;
+use common::TempRoot;
+
+fn open(db: &TestDatabase) -> Result<PgStore, StoreError> {
+    let root = TempRoot::new("pg");
+    PgStore::open(&url(db), &root.store(), PgOptions::default())
+}
 
 fn url(db: &TestDatabase) -> PostgresUrl {
     let text = db.url();
@@ -29,7 +36,7 @@ fn tables(db: &TestDatabase) -> String {
 #[test]
 fn a_fresh_database_is_migrated_to_the_whole_schema_once() {
     let db = TestDatabase::new();
-    let store = PgStore::open(&url(&db), PgOptions::default()).unwrap();
+    let store = open(&db).unwrap();
     assert_eq!(tables(&db), TABLES);
     assert_eq!(
         db.psql("SELECT string_agg(version::text, ',') FROM schema_migrations"),
@@ -48,21 +55,20 @@ fn a_fresh_database_is_migrated_to_the_whole_schema_once() {
         "lease_expires_ms,lease_owner"
     );
     let half_lease = store
-        .call(|tx| {
+        .with_transaction(|tx| {
             tx.execute(
                 "INSERT INTO claims (activation_id, principal, dedupe_key, source, route, context_id, \
                  digest, state, claimed_ms, lease_owner) \
                  VALUES ('a1', 'alice', 'm1', 'a2a', 'new', 'c1', 'sha256:0', 'ACCEPTED', 1, 'node-a')",
                 &[],
-            )?;
-            Ok(())
+            )
         })
         .unwrap_err();
     assert!(half_lease.to_string().contains("23514"), "{half_lease}");
     store.close();
     // Opening again applies nothing and keeps the secret.
     let secret = db.psql("SELECT encode(value, 'hex') FROM secrets");
-    let again = PgStore::open(&url(&db), PgOptions::default()).unwrap();
+    let again = open(&db).unwrap();
     assert_eq!(
         db.psql("SELECT count(*) FROM schema_migrations"),
         "1".to_string()
@@ -74,7 +80,7 @@ fn a_fresh_database_is_migrated_to_the_whole_schema_once() {
 #[test]
 fn a_deleted_task_leaves_its_count_and_a_removal_note_by_trigger() {
     let db = TestDatabase::new();
-    let _store = PgStore::open(&url(&db), PgOptions::default()).unwrap();
+    let _store = open(&db).unwrap();
     db.psql(
         "INSERT INTO tasks (task_id, principal, context_id, source, continuation, state, status_ms, created_ms) \
          VALUES ('t1', 'alice', 'c1', 'a2a', 'open', 'TASK_STATE_COMPLETED', 1, 1); \
@@ -90,15 +96,19 @@ fn nodes_starting_together_migrate_once() {
     let db = TestDatabase::new();
     let url = url(&db);
     let barrier = std::sync::Barrier::new(4);
-    let opened: Vec<Result<PgStore, PgError>> = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..4)
-            .map(|_| {
+    let roots: Vec<TempRoot> = (0..4).map(|_| TempRoot::new("pg")).collect();
+    let opened: Vec<Result<PgStore, StoreError>> = std::thread::scope(|s| {
+        let handles: Vec<_> = roots
+            .iter()
+            .map(|root| {
                 s.spawn(|| {
                     barrier.wait();
                     PgStore::open(
                         &url,
+                        &root.store(),
                         PgOptions {
-                            connections: 1,
+                            writers: 1,
+                            readers: 0,
                             ..PgOptions::default()
                         },
                     )
@@ -118,18 +128,14 @@ fn nodes_starting_together_migrate_once() {
 #[test]
 fn a_database_a_newer_build_migrated_is_refused() {
     let db = TestDatabase::new();
-    PgStore::open(&url(&db), PgOptions::default())
-        .unwrap()
-        .close();
+    open(&db).unwrap().close();
     let newer = SCHEMA_VERSION + 1;
     db.psql(&format!(
         "INSERT INTO schema_migrations (version) VALUES ({newer})"
     ));
-    let err = PgStore::open(&url(&db), PgOptions::default())
-        .err()
-        .unwrap();
+    let err = open(&db).err().unwrap();
     let text = err.to_string();
-    assert!(matches!(err, PgError::Schema(_)), "{err:?}");
+    assert!(matches!(err, StoreError::Schema(_)), "{err:?}");
     assert!(text.contains(&format!("schema version {newer}")), "{text}");
     assert!(text.contains(&format!("`{}`", db.name)), "{text}");
     assert!(text.contains("upgrade"), "{text}");

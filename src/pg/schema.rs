@@ -11,7 +11,7 @@
 
 use postgres::{Client, Transaction};
 
-use super::PgError;
+use crate::store::StoreError;
 
 /// The schema version this build writes.
 pub const SCHEMA_VERSION: i32 = 1;
@@ -21,7 +21,9 @@ const MIGRATION_LOCK: i64 = 0x0061_3261_5f73_6368;
 
 /// Column types: ids, states and JSON bodies are TEXT (bodies stay byte for byte what was
 /// written, which JSONB's normal form would not keep, and no query looks inside them);
-/// times in ms and counters are BIGINT; flags BOOLEAN; the secret BYTEA.
+/// times in ms and counters are BIGINT; flags BOOLEAN, except `input_request_open`, a 0/1
+/// SMALLINT, so the store's one SQL form of "waits for its caller"
+/// (`store::tasks::awaits_caller_sql`) reads it on both backends; the secret BYTEA.
 const V1: &str = r#"
 CREATE TABLE contexts (
   context_id       TEXT PRIMARY KEY,
@@ -47,7 +49,7 @@ CREATE TABLE tasks (
   status_ms          BIGINT NOT NULL,
   created_ms         BIGINT NOT NULL,
   input_request_seq  BIGINT NOT NULL DEFAULT 0,
-  input_request_open BOOLEAN NOT NULL DEFAULT FALSE,
+  input_request_open SMALLINT NOT NULL DEFAULT 0 CHECK (input_request_open IN (0, 1)),
   input_schema       TEXT,
   extensions         TEXT NOT NULL DEFAULT '[]'
 );
@@ -195,11 +197,11 @@ CREATE TRIGGER tasks_deleted AFTER DELETE ON tasks
   FOR EACH ROW EXECUTE FUNCTION tasks_deleted();
 "#;
 
-fn v1(tx: &mut Transaction<'_>) -> Result<(), PgError> {
+fn v1(tx: &mut Transaction<'_>) -> Result<(), StoreError> {
     tx.batch_execute(V1)?;
     let mut secret = [0u8; 32];
     getrandom::fill(&mut secret).map_err(|e| {
-        PgError::Schema(format!(
+        StoreError::Schema(format!(
             "the operating system gave no random bytes for the page-token secret: {e}"
         ))
     })?;
@@ -210,14 +212,14 @@ fn v1(tx: &mut Transaction<'_>) -> Result<(), PgError> {
     Ok(())
 }
 
-type Migration = fn(&mut Transaction<'_>) -> Result<(), PgError>;
+type Migration = fn(&mut Transaction<'_>) -> Result<(), StoreError>;
 
 /// Every migration, in version order; the last one's version is [`SCHEMA_VERSION`].
 const MIGRATIONS: [(i32, Migration); 1] = [(1, v1)];
 
 /// The version recorded in `schema_migrations` (0 when none), inside `tx`, refused when a
 /// newer build wrote it.
-fn readable_version(tx: &mut Transaction<'_>, target: &str) -> Result<i32, PgError> {
+fn readable_version(tx: &mut Transaction<'_>, target: &str) -> Result<i32, StoreError> {
     tx.batch_execute(
         "CREATE TABLE IF NOT EXISTS schema_migrations (
            version    INTEGER PRIMARY KEY,
@@ -231,7 +233,7 @@ fn readable_version(tx: &mut Transaction<'_>, target: &str) -> Result<i32, PgErr
         )?
         .get(0);
     if version > SCHEMA_VERSION {
-        return Err(PgError::Schema(format!(
+        return Err(StoreError::Schema(format!(
             "{target} has schema version {version}, but this build only knows up to {SCHEMA_VERSION}: \
              a newer a2a-task-plane migrated it; upgrade this node's package (the database is never downgraded)"
         )));
@@ -242,7 +244,7 @@ fn readable_version(tx: &mut Transaction<'_>, target: &str) -> Result<i32, PgErr
 /// Brings the database to [`SCHEMA_VERSION`], one transaction per migration, each under
 /// the migration lock; returns the version found before. `target` names the database in
 /// errors (host and name, never the password).
-pub fn migrate(client: &mut Client, target: &str) -> Result<i32, PgError> {
+pub fn migrate(client: &mut Client, target: &str) -> Result<i32, StoreError> {
     let mut found = None;
     for (version, apply) in MIGRATIONS {
         let mut tx = client.transaction()?;
@@ -250,7 +252,11 @@ pub fn migrate(client: &mut Client, target: &str) -> Result<i32, PgError> {
         let current = readable_version(&mut tx, target)?;
         found.get_or_insert(current);
         if current < version {
-            apply(&mut tx).map_err(|e| e.during(&format!("migration to version {version}")))?;
+            apply(&mut tx).map_err(|e| {
+                StoreError::Schema(format!(
+                    "{target}: migration to version {version} failed: {e}"
+                ))
+            })?;
             tx.execute(
                 "INSERT INTO schema_migrations (version) VALUES ($1)",
                 &[&version],
@@ -262,7 +268,7 @@ pub fn migrate(client: &mut Client, target: &str) -> Result<i32, PgError> {
 }
 
 /// The applied versions, oldest first.
-pub fn applied_versions(client: &mut Client) -> Result<Vec<i32>, PgError> {
+pub fn applied_versions(client: &mut Client) -> Result<Vec<i32>, StoreError> {
     Ok(client
         .query(
             "SELECT version FROM schema_migrations ORDER BY version",

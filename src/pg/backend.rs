@@ -1,0 +1,322 @@
+//! The PostgreSQL [`Backend`]: worker threads that run write jobs, reads on the caller's
+//! thread, one `r2d2` pool of connections for both.
+//!
+//! - **Writes.** N worker threads share the store's job queue ([`crate::store::Jobs`]).
+//!   Each runs one job as one transaction ([`PgTx::write`]), writes its Task count changes,
+//!   commits (`synchronous_commit` on: durable) and only then answers it. A job whose
+//!   transaction lost a race to another node's — a unique constraint (two acceptances of
+//!   one messageId), a deadlock, a serialization failure — runs again in a new
+//!   transaction (the boundary allows it: a job is a function of the store's state), up
+//!   to [`ATTEMPTS`] times, and then finds what the other one committed.
+//! - **Reads** run on the caller's thread in a read-only REPEATABLE READ transaction: every
+//!   read of one call sees one committed snapshot.
+//! - A statement PostgreSQL refused inside a job that then reported success still rolls
+//!   the job back (PostgreSQL would turn its COMMIT into a ROLLBACK without an error).
+
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use postgres::error::SqlState;
+use postgres::{IsolationLevel, NoTls, Transaction};
+use r2d2_postgres::PostgresConnectionManager;
+
+use super::tx::{store_error, PgTx, BACKEND};
+use super::{describe, schema, target};
+use crate::config::PostgresUrl;
+use crate::store::{answer_batch, queue, Backend, Job, Jobs, Queue, ReadJob, StoreError};
+
+type Pool = r2d2::Pool<PostgresConnectionManager<NoTls>>;
+
+/// How many times a write job runs when its transaction keeps losing races.
+pub const ATTEMPTS: u32 = 8;
+
+/// Options for [`PgStore::open`].
+#[derive(Debug, Clone)]
+pub struct PgOptions {
+    /// Worker threads for write jobs, each with a connection of its own.
+    pub writers: u32,
+    /// Further connections for reads (on the callers' threads).
+    pub readers: u32,
+    /// How long connecting may take, at open and when the pool replaces a connection.
+    pub connect_timeout: Duration,
+}
+
+impl Default for PgOptions {
+    fn default() -> Self {
+        PgOptions {
+            writers: 4,
+            readers: 8,
+            connect_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+/// An open PostgreSQL store: migrated, its workers running until [`Backend::close`].
+pub struct PgStore {
+    root: PathBuf,
+    target: String,
+    pool: Pool,
+    queue: Mutex<Option<Queue>>,
+    workers: Mutex<Vec<JoinHandle<()>>>,
+    closed: AtomicBool,
+}
+
+fn database_error(message: String) -> StoreError {
+    StoreError::Database {
+        backend: BACKEND,
+        message,
+    }
+}
+
+impl PgStore {
+    /// Connects to the database `url` names, migrates it to [`schema::SCHEMA_VERSION`]
+    /// (refusing a newer one) and starts the workers. `root` is this node's local store
+    /// root (Pi sessions), created mode 0700.
+    pub fn open(url: &PostgresUrl, root: &Path, options: PgOptions) -> Result<PgStore, StoreError> {
+        let mut config: postgres::Config = url.as_str().parse().map_err(|e| {
+            database_error(format!(
+                "A2A_STORE_URL `{}` does not parse: {e}",
+                url.redacted()
+            ))
+        })?;
+        if config.get_connect_timeout().is_none() {
+            config.connect_timeout(options.connect_timeout);
+        }
+        if config.get_application_name().is_none() {
+            config.application_name("a2a-task-plane");
+        }
+        let target = target(&config);
+        let connect_error = |message: String| {
+            database_error(format!(
+                "cannot connect to {target}: {message}; check that the server runs and accepts \
+                 this user, and A2A_STORE_URL"
+            ))
+        };
+        fs::create_dir_all(root)
+            .and_then(|()| fs::set_permissions(root, fs::Permissions::from_mode(0o700)))
+            .map_err(|e| StoreError::Io {
+                path: root.to_path_buf(),
+                message: format!("cannot create the store directory: {e}"),
+            })?;
+        let mut client = config
+            .connect(NoTls)
+            .map_err(|e| connect_error(describe(&e)))?;
+        schema::migrate(&mut client, &target)?;
+        drop(client);
+
+        let writers = options.writers.max(1);
+        let pool = r2d2::Pool::builder()
+            .max_size(writers + options.readers)
+            .min_idle(Some(writers))
+            // A broken connection is noticed by the job that uses it (and replaced); a
+            // round trip per checkout would add latency to every job.
+            .test_on_check_out(false)
+            .connection_timeout(options.connect_timeout)
+            .build(PostgresConnectionManager::new(config, NoTls))
+            .map_err(|e| connect_error(e.to_string()))?;
+        let (sender, jobs) = queue();
+        let jobs = Arc::new(Mutex::new(jobs));
+        let workers = (0..writers)
+            .map(|n| {
+                let (pool, jobs) = (pool.clone(), jobs.clone());
+                std::thread::Builder::new()
+                    .name(format!("a2a-pg-writer-{n}"))
+                    .spawn(move || worker_loop(&pool, &jobs))
+                    .map_err(|e| database_error(format!("cannot start a writer thread: {e}")))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(PgStore {
+            root: root.to_path_buf(),
+            target,
+            pool,
+            queue: Mutex::new(Some(sender)),
+            workers: Mutex::new(workers),
+            closed: AtomicBool::new(false),
+        })
+    }
+
+    /// The database this store writes to (hosts, name, user; never the password).
+    pub fn target(&self) -> &str {
+        &self.target
+    }
+
+    /// Runs `work` in one transaction of its own on the calling thread, committed when it
+    /// returns `Ok`: the raw SQL of tools and tests (the plane uses the typed operations).
+    pub fn with_transaction<R>(
+        &self,
+        work: impl FnOnce(&mut Transaction<'_>) -> Result<R, postgres::Error>,
+    ) -> Result<R, StoreError> {
+        if self.is_closed() {
+            return Err(StoreError::Closed);
+        }
+        let mut conn = self.connection()?;
+        let mut tx = conn.transaction().map_err(|e| store_error(&e))?;
+        let result = work(&mut tx).map_err(|e| store_error(&e))?;
+        tx.commit().map_err(|e| store_error(&e))?;
+        Ok(result)
+    }
+
+    fn connection(
+        &self,
+    ) -> Result<r2d2::PooledConnection<PostgresConnectionManager<NoTls>>, StoreError> {
+        self.pool.get().map_err(|e| {
+            database_error(format!(
+                "no connection to {} became available: {e}",
+                self.target
+            ))
+        })
+    }
+}
+
+impl Backend for PgStore {
+    fn root(&self) -> &Path {
+        &self.root
+    }
+
+    fn queue(&self) -> Option<Queue> {
+        self.queue.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    fn read(&self, read: ReadJob<'_>) -> Result<(), StoreError> {
+        if self.is_closed() {
+            return Err(StoreError::Closed);
+        }
+        let mut conn = self.connection()?;
+        let tx = conn
+            .build_transaction()
+            .read_only(true)
+            .isolation_level(IsolationLevel::RepeatableRead)
+            .start()
+            .map_err(|e| store_error(&e))?;
+        let tx = PgTx::read(tx);
+        let result = read(&tx);
+        // The read has run: its result is the answer whatever ending the snapshot does.
+        if let Err(e) = tx.into_inner().commit() {
+            crate::log::warn(
+                "a2a_store_read_end_failed",
+                serde_json::json!({ "backend": BACKEND, "error": describe(&e) }),
+            );
+        }
+        result
+    }
+
+    fn close(&self) {
+        self.closed.store(true, Ordering::SeqCst);
+        // The workers finish the jobs queued so far, then find the queue closed.
+        self.queue.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let workers = std::mem::take(&mut *self.workers.lock().unwrap_or_else(|p| p.into_inner()));
+        for worker in workers {
+            let _ = worker.join();
+        }
+    }
+
+    fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::SeqCst)
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}
+
+impl Drop for PgStore {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
+/// Whether a transaction that PostgreSQL refused with `code` was rolled back for another
+/// transaction's sake, so running the job again can succeed.
+fn lost_a_race(code: Option<&SqlState>) -> bool {
+    [
+        SqlState::UNIQUE_VIOLATION,
+        SqlState::T_R_SERIALIZATION_FAILURE,
+        SqlState::T_R_DEADLOCK_DETECTED,
+    ]
+    .iter()
+    .any(|c| Some(c) == code)
+}
+
+/// One writer: takes the next job and runs it, until the queue closes.
+fn worker_loop(pool: &Pool, jobs: &Mutex<Jobs>) {
+    loop {
+        let job = match jobs.lock().unwrap_or_else(|p| p.into_inner()).recv() {
+            Ok(job) => job,
+            Err(_) => return,
+        };
+        run_job(pool, job);
+    }
+}
+
+/// What one attempt at a job came to.
+enum Attempt {
+    Committed,
+    /// Rolled back: the job's own error (`None`) or the store's; whether to run it again.
+    RolledBack(Option<StoreError>, bool),
+}
+
+fn run_job(pool: &Pool, mut job: Box<dyn Job>) {
+    for attempt in 1..=ATTEMPTS {
+        let mut conn = match pool.get() {
+            Ok(conn) => conn,
+            Err(e) => {
+                job.abort(database_error(format!(
+                    "no database connection became available: {e}"
+                )));
+                return;
+            }
+        };
+        let outcome = match conn.transaction() {
+            Ok(tx) => attempt_job(&mut *job, PgTx::write(tx)),
+            Err(e) => Attempt::RolledBack(Some(store_error(&e)), false),
+        };
+        match outcome {
+            Attempt::Committed => {
+                answer_batch(|| job.complete(None));
+                return;
+            }
+            Attempt::RolledBack(_, true) if attempt < ATTEMPTS => continue,
+            Attempt::RolledBack(error, _) => {
+                answer_batch(|| job.complete(error));
+                return;
+            }
+        }
+    }
+}
+
+fn attempt_job(job: &mut dyn Job, tx: PgTx<'_>) -> Attempt {
+    let ran = job.run(&tx);
+    let refused = tx.refused();
+    let retry = lost_a_race(refused.as_ref());
+    if !ran {
+        // Dropping the transaction rolls it back; the job answers with its own error.
+        return Attempt::RolledBack(None, retry);
+    }
+    if let Some(code) = refused {
+        return Attempt::RolledBack(
+            Some(database_error(format!(
+                "a write went on after PostgreSQL refused one of its statements (SQLSTATE {}); nothing was recorded",
+                code.code()
+            ))),
+            retry,
+        );
+    }
+    if let Err(e) = tx.write_counts() {
+        let retry = lost_a_race(tx.refused().as_ref());
+        return Attempt::RolledBack(Some(e), retry);
+    }
+    match tx.into_inner().commit() {
+        Ok(()) => Attempt::Committed,
+        Err(e) => {
+            // Only a serialization failure at commit is sure to have rolled back; any
+            // other failure (a lost connection) leaves the outcome unknown: say so.
+            let retry = e.code() == Some(&SqlState::T_R_SERIALIZATION_FAILURE);
+            Attempt::RolledBack(Some(store_error(&e)), retry)
+        }
+    }
+}
