@@ -89,11 +89,11 @@ pub(crate) fn fresh_context(
 
 /// Whether `principal` owns `context_id` (a foreign or unknown context is `false`).
 pub(crate) fn owns_context(
-    conn: &dyn ReadTx,
+    tx: &dyn ReadTx,
     principal: &str,
     context_id: &str,
 ) -> Result<bool, PlaneError> {
-    Ok(conn.context_owner(context_id)?.as_deref() == Some(principal))
+    Ok(tx.context_owner(context_id)?.as_deref() == Some(principal))
 }
 
 /// Creates a SUBMITTED Task in `context_id` with the message as its first history entry,

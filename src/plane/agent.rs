@@ -150,7 +150,8 @@ impl TaskPlane {
                 InterruptKind::AuthRequired => TaskState::AuthRequired,
             };
             tx.append_history(&task, &question)?;
-            tx.set_task_status(&task,
+            tx.set_task_status(
+                &task,
                 state,
                 Some(&question),
                 now,

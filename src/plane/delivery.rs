@@ -417,7 +417,8 @@ impl TaskPlane {
         let detail_text = detail.to_string();
         let now = self.now();
         self.write(move |tx| {
-            tx.set_delivery_state(&request.delivery_id,
+            tx.set_delivery_state(
+                &request.delivery_id,
                 DeliveryState::Ambiguous,
                 None,
                 Some(&detail_text),
@@ -451,8 +452,8 @@ impl TaskPlane {
     /// A delivery's stored state (`prepared`, `sending`, `delivered`, `failed`,
     /// `ambiguous`) and attempt count.
     pub fn delivery_state(&self, delivery_id: &str) -> Result<Option<(String, i64)>, PlaneError> {
-        self.read(|conn| {
-            Ok(conn
+        self.read(|tx| {
+            Ok(tx
                 .delivery_by_id(delivery_id)?
                 .map(|d| (d.state.as_str().to_string(), d.attempts)))
         })

@@ -131,7 +131,7 @@ impl TaskPlane {
     ///
     /// The source must also have declared reply anchors as its continuation method.
     fn verified_anchor(
-        conn: &dyn ReadTx,
+        tx: &dyn ReadTx,
         intake: &Intake,
         reply_to: Option<&str>,
     ) -> Result<Option<tasks::TaskRow>, PlaneError> {
@@ -141,10 +141,10 @@ impl TaskPlane {
         let Some(reply_to) = reply_to else {
             return Ok(None);
         };
-        let Some(anchor) = conn.reply_anchor(&intake.principal, &intake.source, reply_to)? else {
+        let Some(anchor) = tx.reply_anchor(&intake.principal, &intake.source, reply_to)? else {
             return Ok(None);
         };
-        let Some(task) = conn.task_owned_by(&intake.principal, &anchor.task_id)? else {
+        let Some(task) = tx.task_owned_by(&intake.principal, &anchor.task_id)? else {
             return Ok(None);
         };
         let waiting =
@@ -363,7 +363,7 @@ impl TaskPlane {
     ) -> Result<Option<Acceptance>, PlaneError> {
         let intake =
             self.message_intake(principal, context_id, task_id, message.clone(), Vec::new())?;
-        self.read(|conn| acceptance::prior_outcome(conn, &intake))
+        self.read(|tx| acceptance::prior_outcome(tx, &intake))
     }
 
     /// An intake write: a new or continued Task is announced to agent drivers, and a

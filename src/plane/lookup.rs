@@ -47,18 +47,18 @@ pub struct EarlierTask {
 impl TaskPlane {
     /// [`resolve_task_id`] in this store.
     pub fn resolve_task_id(&self, typed: &str) -> Result<Option<String>, PlaneError> {
-        self.read(|conn| resolve_task_id(conn, typed))
+        self.read(|tx| resolve_task_id(tx, typed))
     }
 
     /// The newest `limit` Tasks of the same principal and context created before
     /// `task_id`, oldest first (none for a missing Task).
     pub fn earlier_tasks(&self, task_id: &str, limit: u32) -> Result<Vec<EarlierTask>, PlaneError> {
-        self.read(|conn| {
-            let Some(task) = conn.task_by_id(task_id)? else {
+        self.read(|tx| {
+            let Some(task) = tx.task_by_id(task_id)? else {
                 return Ok(Vec::new());
             };
             let record = &task.record;
-            let rows = conn.tasks_earlier_in_context(
+            let rows = tx.tasks_earlier_in_context(
                 &record.principal,
                 &record.context_id,
                 task.seq,
@@ -67,7 +67,7 @@ impl TaskPlane {
             let mut earlier = rows
                 .into_iter()
                 .map(|row| {
-                    let response = conn
+                    let response = tx
                         .task_artifacts(row.seq)?
                         .into_iter()
                         .rev()
@@ -82,7 +82,7 @@ impl TaskPlane {
                             .map(|m| m.parts)
                     });
                     Ok(EarlierTask {
-                        request: conn.task_first_message(row.seq)?,
+                        request: tx.task_first_message(row.seq)?,
                         task_id: row.record.task_id,
                         state,
                         answer,

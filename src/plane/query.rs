@@ -73,9 +73,9 @@ impl TaskPlane {
         history_length: Option<u32>,
         include_artifacts: bool,
     ) -> Result<Option<TaskRecord>, PlaneError> {
-        self.read(|conn| {
-            conn.task_owned_by(principal, task_id)?
-                .map(|row| read_full(conn, row, history_length, include_artifacts))
+        self.read(|tx| {
+            tx.task_owned_by(principal, task_id)?
+                .map(|row| read_full(tx, row, history_length, include_artifacts))
                 .transpose()
         })
     }
@@ -88,9 +88,9 @@ impl TaskPlane {
         history_length: Option<u32>,
         include_artifacts: bool,
     ) -> Result<Option<TaskRecord>, PlaneError> {
-        self.read(|conn| {
-            conn.task_by_id(task_id)?
-                .map(|row| read_full(conn, row, history_length, include_artifacts))
+        self.read(|tx| {
+            tx.task_by_id(task_id)?
+                .map(|row| read_full(tx, row, history_length, include_artifacts))
                 .transpose()
         })
     }
@@ -122,12 +122,12 @@ impl TaskPlane {
             after: filter.after,
             limit: filter.page_size,
         };
-        self.read(|conn| {
-            let page = conn.task_page(principal, &query)?;
+        self.read(|tx| {
+            let page = tx.task_page(principal, &query)?;
             let tasks = page
                 .rows
                 .into_iter()
-                .map(|row| read_full(conn, row, filter.history_length, filter.include_artifacts))
+                .map(|row| read_full(tx, row, filter.history_length, filter.include_artifacts))
                 .collect::<Result<Vec<_>, PlaneError>>()?;
             Ok(TaskPage {
                 tasks,
@@ -140,7 +140,7 @@ impl TaskPlane {
     /// The operator's view of the newest-status Tasks, whoever owns them (see
     /// [`tasks::summaries`]).
     pub fn recent_tasks(&self, filter: &SummaryFilter) -> Result<Vec<TaskSummary>, PlaneError> {
-        self.read(|conn| Ok(conn.task_summaries(filter)?))
+        self.read(|tx| Ok(tx.task_summaries(filter)?))
     }
 }
 

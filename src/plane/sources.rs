@@ -136,8 +136,8 @@ impl TaskPlane {
         &self,
         task_id: &str,
     ) -> Result<Vec<(String, String, bool, Value)>, PlaneError> {
-        self.read(|conn| {
-            Ok(conn
+        self.read(|tx| {
+            Ok(tx
                 .evidence_of_task(task_id)?
                 .into_iter()
                 .map(|e| {
@@ -154,7 +154,7 @@ impl TaskPlane {
 
     /// A source's durable cursor for this principal.
     pub fn checkpoint(&self, principal: &str, source: &str) -> Result<Option<String>, PlaneError> {
-        self.read(|conn| Ok(conn.checkpoint(principal, source)?))
+        self.read(|tx| Ok(tx.checkpoint(principal, source)?))
     }
 
     /// Advances a source's cursor, but only when every event it selected (`event_ids`) has

@@ -184,8 +184,8 @@ impl TaskPlane {
     /// for its caller (an unanswered INPUT_REQUIRED/AUTH_REQUIRED Task waits for a newer
     /// continuation).
     pub fn wakes_to_replay(&self) -> Result<Vec<Accepted>, PlaneError> {
-        self.read(|conn| {
-            Ok(conn
+        self.read(|tx| {
+            Ok(tx
                 .newest_deliverable_claims()?
                 .into_iter()
                 .map(|d| Accepted {
