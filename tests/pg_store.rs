@@ -100,6 +100,37 @@ fn a_write_that_ignores_a_refused_statement_is_rolled_back_not_committed_in_part
 }
 
 #[test]
+fn a_write_that_panics_is_rolled_back_and_answered_and_its_writer_goes_on() {
+    let (db, root) = (TestDatabase::new(), TempRoot::new("pg"));
+    let pg = PgStore::open(
+        &url(&db.url()),
+        &root.store(),
+        PgOptions {
+            writers: 1,
+            ..PgOptions::default()
+        },
+    )
+    .unwrap();
+    let store = Store::with_backend(Arc::new(pg), None);
+    let err = store
+        .write(|tx| {
+            tx.insert_fresh_context("c-1", "alice", "a2a", 1)?;
+            if tx.context_owner("c-1")?.is_some() {
+                panic!("a bug in a job");
+            }
+            Ok::<_, StoreError>(())
+        })
+        .unwrap_err();
+    assert!(err.to_string().contains("panicked"), "{err}");
+    assert_eq!(db.psql("SELECT count(*) FROM contexts"), "0");
+    // The one writer still serves.
+    store
+        .write(|tx| tx.insert_fresh_context("c-2", "alice", "a2a", 1))
+        .unwrap();
+    assert_eq!(db.psql("SELECT context_id FROM contexts"), "c-2");
+}
+
+#[test]
 fn writes_run_on_every_worker_at_once() {
     let (db, root) = (TestDatabase::new(), TempRoot::new("pg"));
     let store = open(&db, &root);

@@ -12,9 +12,11 @@
 //!   read of one call sees one committed snapshot.
 //! - A statement PostgreSQL refused inside a job that then reported success still rolls
 //!   the job back (PostgreSQL would turn its COMMIT into a ROLLBACK without an error).
+//! - A job that panics is rolled back and answered with an error; its writer goes on.
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -290,7 +292,19 @@ fn run_job(pool: &Pool, mut job: Box<dyn Job>) {
 }
 
 fn attempt_job(job: &mut dyn Job, tx: PgTx<'_>) -> Attempt {
-    let ran = job.run(&tx);
+    // A job that panics is answered with an error and rolled back; its writer goes on.
+    let ran = match catch_unwind(AssertUnwindSafe(|| job.run(&tx))) {
+        Ok(ran) => ran,
+        Err(_) => {
+            return Attempt::RolledBack(
+                Some(database_error(
+                    "a write panicked (a bug in the code that made it); nothing was recorded"
+                        .into(),
+                )),
+                false,
+            )
+        }
+    };
     let refused = tx.refused();
     let retry = lost_a_race(refused.as_ref());
     if !ran {
