@@ -124,7 +124,7 @@ fn main() {
         .unwrap();
         report(
             &format!("SQLite, {callers} callers"),
-            run(&[sqlite.clone()], "s", callers),
+            run(std::slice::from_ref(&sqlite), "s", callers),
         );
         sqlite.close();
 
@@ -132,7 +132,7 @@ fn main() {
         let one = pg(&db, &tmp.join(format!("pg1-{callers}")));
         report(
             &format!("PostgreSQL, 1 node, {callers} callers"),
-            run(&[one.clone()], "p", callers),
+            run(std::slice::from_ref(&one), "p", callers),
         );
         one.close();
 
