@@ -24,15 +24,45 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use postgres::error::SqlState;
-use postgres::{IsolationLevel, NoTls, Transaction};
+use postgres::{Client, IsolationLevel, NoTls, Transaction};
 use r2d2_postgres::PostgresConnectionManager;
 
-use super::tx::{store_error, PgTx, BACKEND};
+use super::tx::{store_error, PgTx, Statements, BACKEND};
 use super::{describe, schema, target};
 use crate::config::PostgresUrl;
 use crate::store::{answer_batch, queue, Backend, Job, Jobs, Queue, ReadJob, StoreError};
 
-type Pool = r2d2::Pool<PostgresConnectionManager<NoTls>>;
+type Pool = r2d2::Pool<Manager>;
+
+/// A pooled connection and the statements prepared on it.
+pub struct PgConnection {
+    client: Client,
+    statements: Statements,
+}
+
+/// `r2d2_postgres`'s manager (connect, check, notice a broken connection), with each
+/// connection's prepared statements kept beside it.
+struct Manager(PostgresConnectionManager<NoTls>);
+
+impl r2d2::ManageConnection for Manager {
+    type Connection = PgConnection;
+    type Error = postgres::Error;
+
+    fn connect(&self) -> Result<PgConnection, postgres::Error> {
+        Ok(PgConnection {
+            client: self.0.connect()?,
+            statements: Statements::new(),
+        })
+    }
+
+    fn is_valid(&self, conn: &mut PgConnection) -> Result<(), postgres::Error> {
+        self.0.is_valid(&mut conn.client)
+    }
+
+    fn has_broken(&self, conn: &mut PgConnection) -> bool {
+        self.0.has_broken(&mut conn.client)
+    }
+}
 
 /// How many times a write job runs when its transaction keeps losing races.
 pub const ATTEMPTS: u32 = 8;
@@ -119,7 +149,7 @@ impl PgStore {
             // round trip per checkout would add latency to every job.
             .test_on_check_out(false)
             .connection_timeout(options.connect_timeout)
-            .build(PostgresConnectionManager::new(config, NoTls))
+            .build(Manager(PostgresConnectionManager::new(config, NoTls)))
             .map_err(|e| connect_error(e.to_string()))?;
         let (sender, jobs) = queue();
         let jobs = Arc::new(Mutex::new(jobs));
@@ -157,15 +187,13 @@ impl PgStore {
             return Err(StoreError::Closed);
         }
         let mut conn = self.connection()?;
-        let mut tx = conn.transaction().map_err(|e| store_error(&e))?;
+        let mut tx = conn.client.transaction().map_err(|e| store_error(&e))?;
         let result = work(&mut tx).map_err(|e| store_error(&e))?;
         tx.commit().map_err(|e| store_error(&e))?;
         Ok(result)
     }
 
-    fn connection(
-        &self,
-    ) -> Result<r2d2::PooledConnection<PostgresConnectionManager<NoTls>>, StoreError> {
+    fn connection(&self) -> Result<r2d2::PooledConnection<Manager>, StoreError> {
         self.pool.get().map_err(|e| {
             database_error(format!(
                 "no connection to {} became available: {e}",
@@ -189,13 +217,14 @@ impl Backend for PgStore {
             return Err(StoreError::Closed);
         }
         let mut conn = self.connection()?;
-        let tx = conn
+        let PgConnection { client, statements } = &mut *conn;
+        let tx = client
             .build_transaction()
             .read_only(true)
             .isolation_level(IsolationLevel::RepeatableRead)
             .start()
             .map_err(|e| store_error(&e))?;
-        let tx = PgTx::read(tx);
+        let tx = PgTx::read(tx, statements);
         let result = read(&tx);
         // The read has run: its result is the answer whatever ending the snapshot does.
         if let Err(e) = tx.into_inner().commit() {
@@ -273,8 +302,9 @@ fn run_job(pool: &Pool, mut job: Box<dyn Job>) {
                 return;
             }
         };
-        let outcome = match conn.transaction() {
-            Ok(tx) => attempt_job(&mut *job, PgTx::write(tx)),
+        let PgConnection { client, statements } = &mut *conn;
+        let outcome = match client.transaction() {
+            Ok(tx) => attempt_job(&mut *job, PgTx::write(tx, statements)),
             Err(e) => Attempt::RolledBack(Some(store_error(&e)), false),
         };
         match outcome {

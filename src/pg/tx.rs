@@ -18,11 +18,11 @@
 //! …), so a rule's definition stays in one place for both backends.
 
 use std::cell::{Cell, RefCell};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use postgres::error::SqlState;
 use postgres::types::ToSql;
-use postgres::{Row, Transaction};
+use postgres::{Row, Statement, Transaction};
 use serde_json::Value;
 
 use crate::record::{
@@ -60,9 +60,14 @@ impl From<postgres::Error> for StoreError {
     }
 }
 
+/// A connection's prepared statements, by SQL text: each statement is parsed and planned
+/// once per connection, then every run of it is one round trip instead of two.
+pub type Statements = HashMap<String, Statement>;
+
 /// One transaction as the boundary's typed operations.
 pub struct PgTx<'c> {
     tx: RefCell<Transaction<'c>>,
+    statements: RefCell<&'c mut Statements>,
     /// A write job's transaction: reads of a Task or a claim lock the row.
     write: bool,
     /// The SQLSTATE of the last statement PostgreSQL refused (for the retry decision).
@@ -72,17 +77,18 @@ pub struct PgTx<'c> {
 }
 
 impl<'c> PgTx<'c> {
-    pub fn read(tx: Transaction<'c>) -> PgTx<'c> {
-        PgTx::new(tx, false)
+    pub fn read(tx: Transaction<'c>, statements: &'c mut Statements) -> PgTx<'c> {
+        PgTx::new(tx, statements, false)
     }
 
-    pub fn write(tx: Transaction<'c>) -> PgTx<'c> {
-        PgTx::new(tx, true)
+    pub fn write(tx: Transaction<'c>, statements: &'c mut Statements) -> PgTx<'c> {
+        PgTx::new(tx, statements, true)
     }
 
-    fn new(tx: Transaction<'c>, write: bool) -> PgTx<'c> {
+    fn new(tx: Transaction<'c>, statements: &'c mut Statements, write: bool) -> PgTx<'c> {
         PgTx {
             tx: RefCell::new(tx),
+            statements: RefCell::new(statements),
             write,
             refused: Cell::new(None),
             counts: RefCell::new(BTreeMap::new()),
@@ -105,31 +111,52 @@ impl<'c> PgTx<'c> {
         store_error(&err)
     }
 
+    /// `sql` prepared on this connection (once; a statement outlives a rolled-back
+    /// transaction, since preparing is not transactional).
+    fn statement(&self, sql: &str) -> Result<Statement, StoreError> {
+        if let Some(statement) = self.statements.borrow().get(sql) {
+            return Ok(statement.clone());
+        }
+        let statement = self
+            .tx
+            .borrow_mut()
+            .prepare(sql)
+            .map_err(|e| self.fail(e))?;
+        self.statements
+            .borrow_mut()
+            .insert(sql.to_string(), statement.clone());
+        Ok(statement)
+    }
+
     fn query(&self, sql: &str, params: &Params<'_>) -> Result<Vec<Row>, StoreError> {
+        let statement = self.statement(sql)?;
         self.tx
             .borrow_mut()
-            .query(sql, params)
+            .query(&statement, params)
             .map_err(|e| self.fail(e))
     }
 
     fn query_opt(&self, sql: &str, params: &Params<'_>) -> Result<Option<Row>, StoreError> {
+        let statement = self.statement(sql)?;
         self.tx
             .borrow_mut()
-            .query_opt(sql, params)
+            .query_opt(&statement, params)
             .map_err(|e| self.fail(e))
     }
 
     fn query_one(&self, sql: &str, params: &Params<'_>) -> Result<Row, StoreError> {
+        let statement = self.statement(sql)?;
         self.tx
             .borrow_mut()
-            .query_one(sql, params)
+            .query_one(&statement, params)
             .map_err(|e| self.fail(e))
     }
 
     fn execute(&self, sql: &str, params: &Params<'_>) -> Result<u64, StoreError> {
+        let statement = self.statement(sql)?;
         self.tx
             .borrow_mut()
-            .execute(sql, params)
+            .execute(&statement, params)
             .map_err(|e| self.fail(e))
     }
 
