@@ -131,6 +131,36 @@ fn a_write_that_panics_is_rolled_back_and_answered_and_its_writer_goes_on() {
 }
 
 #[test]
+fn a_write_whose_connection_the_server_ended_runs_again_on_a_new_one() {
+    let (db, root) = (TestDatabase::new(), TempRoot::new("pg"));
+    let store = open(&db, &root);
+    store
+        .write(|tx| tx.insert_fresh_context("c-1", "alice", "a2a", 1))
+        .unwrap();
+    // What a database restart does to a node: every connection it holds is ended.
+    let ended = db.psql(&format!(
+        "SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity          WHERE datname = '{}' AND application_name = 'a2a-task-plane') t",
+        db.name
+    ));
+    assert!(ended.parse::<u32>().unwrap() >= 4, "{ended} ended");
+    let runs = Arc::new(AtomicUsize::new(0));
+    let counted = runs.clone();
+    store
+        .write(move |tx| {
+            counted.fetch_add(1, Ordering::SeqCst);
+            tx.insert_fresh_context("c-2", "alice", "a2a", 2)
+        })
+        .unwrap();
+    // The ended connections fail at BEGIN (before the job runs) or at its first
+    // statement; either way the write is made once, on a new connection.
+    assert!(runs.load(Ordering::SeqCst) >= 1);
+    assert_eq!(
+        db.psql("SELECT string_agg(context_id, ',' ORDER BY context_id) FROM contexts"),
+        "c-1,c-2"
+    );
+}
+
+#[test]
 fn writes_run_on_every_worker_at_once() {
     let (db, root) = (TestDatabase::new(), TempRoot::new("pg"));
     let store = open(&db, &root);

@@ -7,7 +7,10 @@
 //!   transaction lost a race to another node's — a unique constraint (two acceptances of
 //!   one messageId), a deadlock, a serialization failure — runs again in a new
 //!   transaction (the boundary allows it: a job is a function of the store's state), up
-//!   to [`ATTEMPTS`] times, and then finds what the other one committed.
+//!   to [`ATTEMPTS`] times, and then finds what the other one committed. So does a job
+//!   whose connection was lost or ended by the server before its COMMIT was sent (a
+//!   database restart): the pool replaces the connection. A COMMIT whose answer was lost
+//!   is reported as a failure, never run again: it may have been recorded.
 //! - **Reads** run on the caller's thread in a read-only REPEATABLE READ transaction: every
 //!   read of one call sees one committed snapshot.
 //! - A statement PostgreSQL refused inside a job that then reported success still rolls
@@ -27,7 +30,7 @@ use postgres::error::SqlState;
 use postgres::{Client, IsolationLevel, NoTls, Transaction};
 use r2d2_postgres::PostgresConnectionManager;
 
-use super::tx::{store_error, PgTx, Statements, BACKEND};
+use super::tx::{may_succeed_again, store_error, PgTx, Statements, BACKEND};
 use super::{describe, schema, target};
 use crate::config::PostgresUrl;
 use crate::store::{answer_batch, queue, Backend, Job, Jobs, Queue, ReadJob, StoreError};
@@ -261,18 +264,6 @@ impl Drop for PgStore {
     }
 }
 
-/// Whether a transaction that PostgreSQL refused with `code` was rolled back for another
-/// transaction's sake, so running the job again can succeed.
-fn lost_a_race(code: Option<&SqlState>) -> bool {
-    [
-        SqlState::UNIQUE_VIOLATION,
-        SqlState::T_R_SERIALIZATION_FAILURE,
-        SqlState::T_R_DEADLOCK_DETECTED,
-    ]
-    .iter()
-    .any(|c| Some(c) == code)
-}
-
 /// One writer: takes the next job and runs it, until the queue closes.
 fn worker_loop(pool: &Pool, jobs: &Mutex<Jobs>) {
     loop {
@@ -305,7 +296,7 @@ fn run_job(pool: &Pool, mut job: Box<dyn Job>) {
         let PgConnection { client, statements } = &mut *conn;
         let outcome = match client.transaction() {
             Ok(tx) => attempt_job(&mut *job, PgTx::write(tx, statements)),
-            Err(e) => Attempt::RolledBack(Some(store_error(&e)), false),
+            Err(e) => Attempt::RolledBack(Some(store_error(&e)), may_succeed_again(&e)),
         };
         match outcome {
             Attempt::Committed => {
@@ -336,23 +327,23 @@ fn attempt_job(job: &mut dyn Job, tx: PgTx<'_>) -> Attempt {
         }
     };
     let refused = tx.refused();
-    let retry = lost_a_race(refused.as_ref());
+    let again = refused.as_ref().is_some_and(|r| r.again);
     if !ran {
         // Dropping the transaction rolls it back; the job answers with its own error.
-        return Attempt::RolledBack(None, retry);
+        return Attempt::RolledBack(None, again);
     }
-    if let Some(code) = refused {
+    if let Some(refused) = refused {
         return Attempt::RolledBack(
             Some(database_error(format!(
-                "a write went on after PostgreSQL refused one of its statements (SQLSTATE {}); nothing was recorded",
-                code.code()
+                "a write went on after PostgreSQL refused one of its statements ({}); nothing was recorded",
+                refused.what
             ))),
-            retry,
+            again,
         );
     }
     if let Err(e) = tx.write_counts() {
-        let retry = lost_a_race(tx.refused().as_ref());
-        return Attempt::RolledBack(Some(e), retry);
+        let again = tx.refused().is_some_and(|r| r.again);
+        return Attempt::RolledBack(Some(e), again);
     }
     match tx.into_inner().commit() {
         Ok(()) => Attempt::Committed,

@@ -45,6 +45,38 @@ pub const BACKEND: &str = "PostgreSQL";
 
 type Params<'p> = [&'p (dyn ToSql + Sync)];
 
+/// A statement PostgreSQL, or the connection, refused inside a transaction.
+#[derive(Debug, Clone)]
+pub struct Refusal {
+    /// What was refused, in PostgreSQL's words.
+    pub what: String,
+    /// Whether the same work in a new transaction may succeed ([`may_succeed_again`]).
+    pub again: bool,
+}
+
+/// Whether work refused with `err` before its COMMIT was sent may succeed in a new
+/// transaction: it lost a race with another transaction (a unique constraint another one
+/// just took, a deadlock, a serialization failure), or its connection was lost or ended
+/// by the server (a restart): nothing of that transaction was committed.
+pub fn may_succeed_again(err: &postgres::Error) -> bool {
+    if err.is_closed() {
+        return true;
+    }
+    let Some(code) = err.code() else {
+        return false;
+    };
+    [
+        SqlState::UNIQUE_VIOLATION,
+        SqlState::T_R_SERIALIZATION_FAILURE,
+        SqlState::T_R_DEADLOCK_DETECTED,
+        SqlState::ADMIN_SHUTDOWN,
+        SqlState::CRASH_SHUTDOWN,
+        SqlState::CANNOT_CONNECT_NOW,
+    ]
+    .contains(code)
+        || code.code().starts_with("08")
+}
+
 /// A PostgreSQL error as a [`StoreError`].
 pub fn store_error(err: &postgres::Error) -> StoreError {
     StoreError::Database {
@@ -70,8 +102,8 @@ pub struct PgTx<'c> {
     statements: RefCell<&'c mut Statements>,
     /// A write job's transaction: reads of a Task or a claim lock the row.
     write: bool,
-    /// The SQLSTATE of the last statement PostgreSQL refused (for the retry decision).
-    refused: Cell<Option<SqlState>>,
+    /// The last statement PostgreSQL (or the connection) refused, if one was.
+    refused: Cell<Option<Refusal>>,
     /// (principal, state) → Tasks more or fewer, written before commit.
     counts: RefCell<BTreeMap<(String, &'static str), i64>>,
 }
@@ -95,8 +127,8 @@ impl<'c> PgTx<'c> {
         }
     }
 
-    /// The SQLSTATE of the last refused statement, if any.
-    pub fn refused(&self) -> Option<SqlState> {
+    /// The last refused statement, if any.
+    pub fn refused(&self) -> Option<Refusal> {
         self.refused.take()
     }
 
@@ -105,9 +137,10 @@ impl<'c> PgTx<'c> {
     }
 
     fn fail(&self, err: postgres::Error) -> StoreError {
-        if let Some(code) = err.code() {
-            self.refused.set(Some(code.clone()));
-        }
+        self.refused.set(Some(Refusal {
+            what: super::describe(&err),
+            again: may_succeed_again(&err),
+        }));
         store_error(&err)
     }
 
