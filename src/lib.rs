@@ -4,7 +4,9 @@
 //!
 //! The data flow and which thread owns what: `docs/architecture.md`.
 //!
-//! - [`store`]: the durable SQLite store: one writer thread (group commit), read
+//! - [`store`]: the durable store behind a boundary (`store::boundary`: typed read and
+//!   write transactions, the handle's job model); everything else uses only that. SQLite
+//!   (`store::sqlite`) is the embedded default: one writer thread (group commit), read
 //!   connections, schema migrations, the store-root lock, failure injection for tests;
 //!   and every SQL statement, behind typed functions, one module per table or concern
 //!   (`store::tasks`, `store::claims`, `store::contexts`, `store::evidence`,
@@ -13,7 +15,7 @@
 //! - [`plane`]: the trusted intake and every rule of the contract's Task and conversation
 //!   semantics (contexts, continuation, idempotency, acceptance, retention, delivery, the
 //!   durable half of the wake queue). Rules only: it reads typed rows from the store,
-//!   decides, and writes through the store.
+//!   decides, and writes through the store's typed transactions.
 //! - [`events`]: per-Task broadcast of updates after commit, and acceptances for agent drivers.
 //! - [`handler`]: the A2A request handler under every binding: one function per A2A
 //!   operation with its rules (principal, version and extension negotiation, idempotency,
@@ -181,6 +183,66 @@ mod module_graph {
         wrong.sort();
         wrong.dedup();
         wrong
+    }
+
+    /// What reaches past the storage boundary (`store::boundary`) in `files` (module,
+    /// source): outside `store`, no code names `rusqlite` or takes the SQLite escape hatch
+    /// (`.sqlite()`); only typed operations cross. A file's tests (after its first
+    /// `#[cfg(test)]`) may look at SQLite's own state.
+    fn past_the_storage_boundary(files: &[(String, String)]) -> Vec<String> {
+        let mut wrong = Vec::new();
+        for (module, text) in files {
+            if module == "store" {
+                continue;
+            }
+            let code = text.split("#[cfg(test)]").next().unwrap_or_default();
+            for line in code.lines() {
+                if line.trim_start().starts_with("//") {
+                    continue;
+                }
+                if line.contains("rusqlite") || line.contains(".sqlite()") {
+                    wrong.push(format!(
+                        "`{module}` reaches past the storage boundary: {}",
+                        line.trim()
+                    ));
+                }
+            }
+        }
+        wrong
+    }
+
+    #[test]
+    fn only_the_store_speaks_sql() {
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let mut files = Vec::new();
+        sources(&src, None, &mut files);
+        assert!(
+            files.iter().any(|(m, _)| m == "plane"),
+            "the sources were read"
+        );
+        let wrong = past_the_storage_boundary(&files);
+        assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+        let file = |module: &str, text: &str| (module.to_string(), text.to_string());
+        let refused = [
+            file(
+                "plane",
+                "let n: i64 = tx.sqlite().unwrap().conn().query_row(..);",
+            ),
+            file("wake", "use rusqlite::Connection;"),
+        ];
+        assert_eq!(past_the_storage_boundary(&refused).len(), 2);
+        let fine = [
+            file("store", "use rusqlite::Connection;"),
+            file(
+                "plane",
+                "// rusqlite is the store's\nlet row = tx.task_by_id(id)?;",
+            ),
+            file(
+                "plane",
+                "fn f() {}\n#[cfg(test)]\nmod t { fn g() { tx.sqlite(); } }",
+            ),
+        ];
+        assert!(past_the_storage_boundary(&fine).is_empty());
     }
 
     #[test]

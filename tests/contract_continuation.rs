@@ -183,7 +183,7 @@ fn unauthorized_explicit_task_id_fails() {
     // Nothing of the refused attempts was stored.
     assert_eq!(
         count(
-            plane.store().db_path(),
+            plane.store().sqlite().expect("a SQLite store").db_path(),
             "SELECT COUNT(*) FROM claims WHERE principal = 'bob'"
         ),
         0

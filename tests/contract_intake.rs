@@ -164,7 +164,10 @@ fn simple_interaction_returns_a_direct_message_and_a_duplicate_returns_the_prior
         .unwrap();
     assert_eq!(prior.direct_reply.unwrap(), reply);
     assert_eq!(
-        count(plane.store().db_path(), "SELECT COUNT(*) FROM tasks"),
+        count(
+            plane.store().sqlite().expect("a SQLite store").db_path(),
+            "SELECT COUNT(*) FROM tasks"
+        ),
         0
     );
 }
@@ -231,7 +234,10 @@ fn concurrent_first_messages_resolve_one_context_id() {
     tasks.dedup();
     assert_eq!(tasks.len(), n, "each message is its own Task");
     assert_eq!(
-        count(plane.store().db_path(), "SELECT COUNT(*) FROM contexts"),
+        count(
+            plane.store().sqlite().expect("a SQLite store").db_path(),
+            "SELECT COUNT(*) FROM contexts"
+        ),
         1
     );
 }
@@ -283,7 +289,10 @@ fn redelivered_duplicate_provider_event_returns_the_prior_task() {
         "{err}"
     );
     assert_eq!(
-        count(plane.store().db_path(), "SELECT COUNT(*) FROM tasks"),
+        count(
+            plane.store().sqlite().expect("a SQLite store").db_path(),
+            "SELECT COUNT(*) FROM tasks"
+        ),
         1
     );
 }

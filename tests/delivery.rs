@@ -37,7 +37,7 @@ fn stranded_in_sending(plane: &TaskPlane, id: &str, recovery: Recovery) {
     plane
         .store()
         .write(move |tx| {
-            tx.conn().execute(
+            tx.sqlite().expect("a SQLite store").conn().execute(
                 "INSERT INTO deliveries (delivery_id, principal, source, task_id, operation_id, payload_digest, recovery, state, created_ms, updated_ms) \
                  VALUES (?1, 'alice', 'mail', NULL, ?2, ?3, ?4, 'sending', 0, 0)",
                 rusqlite::params![r.delivery_id, r.operation_id, r.payload_digest, r.recovery.as_str()],
@@ -128,7 +128,12 @@ fn a_lookup_delivery_without_its_reconciler_fails_closed_as_ambiguous() {
         matches!(outcome, DeliveryOutcome::Ambiguous { .. }),
         "{outcome:?}"
     );
-    let db = plane.store().db_path().to_path_buf();
+    let db = plane
+        .store()
+        .sqlite()
+        .expect("a SQLite store")
+        .db_path()
+        .to_path_buf();
     assert_eq!(
         count(
             &db,

@@ -63,7 +63,12 @@ fn a_terminal_task_and_its_claim_are_kept_thirty_days_then_the_identity_is_new_w
         "the same identity is new work once pruned"
     );
     assert_ne!(again.task_id.as_deref(), Some(task.as_str()));
-    let db = plane.store().db_path().to_path_buf();
+    let db = plane
+        .store()
+        .sqlite()
+        .expect("a SQLite store")
+        .db_path()
+        .to_path_buf();
     assert_eq!(
         count(&db, "SELECT COUNT(*) FROM history"),
         1,
@@ -216,7 +221,7 @@ fn deliveries_and_evidence_follow_the_window_and_sending_is_never_pruned() {
     plane
         .store()
         .write(|tx| {
-            tx.conn().execute(
+            tx.sqlite().expect("a SQLite store").conn().execute(
                 "INSERT INTO deliveries (delivery_id, principal, source, task_id, operation_id, payload_digest, recovery, state, created_ms, updated_ms) \
                  VALUES ('d-2', 'alice', 'mail', NULL, 'op-d-2', 'sha256:00', 'lookup', 'sending', ?1, ?1)",
                 [T0],
@@ -236,7 +241,12 @@ fn deliveries_and_evidence_follow_the_window_and_sending_is_never_pruned() {
         plane.delivery_state("d-2").unwrap().map(|s| s.0).as_deref(),
         Some("sending")
     );
-    let db = plane.store().db_path().to_path_buf();
+    let db = plane
+        .store()
+        .sqlite()
+        .expect("a SQLite store")
+        .db_path()
+        .to_path_buf();
     assert_eq!(
         count(
             &db,
@@ -258,14 +268,21 @@ fn startup_quarantines_a_claim_whose_task_is_missing() {
     plane
         .store()
         .write(move |tx| {
-            tx.conn()
+            tx.sqlite()
+                .expect("a SQLite store")
+                .conn()
                 .execute("DELETE FROM tasks WHERE task_id = ?1", [&task])?;
             Ok::<_, a2a_task_plane::store::StoreError>(())
         })
         .unwrap();
     let plane = reopen(plane, &tmp.store(), &clock);
     assert_eq!(plane.startup_report().quarantined_claims, 1);
-    let db = plane.store().db_path().to_path_buf();
+    let db = plane
+        .store()
+        .sqlite()
+        .expect("a SQLite store")
+        .db_path()
+        .to_path_buf();
     assert_eq!(
         count(
             &db,
@@ -294,7 +311,12 @@ fn an_upgraded_store_quarantines_a_claim_orphaned_before_removals_were_noted() {
     let tmp = TempRoot::new("ret-orphan-upgrade");
     let clock = ManualClock::new(T0);
     let plane = open_with_clock(&tmp.store(), &clock);
-    let db = plane.store().db_path().to_path_buf();
+    let db = plane
+        .store()
+        .sqlite()
+        .expect("a SQLite store")
+        .db_path()
+        .to_path_buf();
     let acc = plane
         .accept_in_context("alice", None, user("m-2", "x"), vec![])
         .unwrap();
@@ -423,7 +445,12 @@ fn the_kept_task_count_follows_inserts_state_changes_compaction_and_migration() 
     let plane = reopen(plane, &tmp.store(), &clock);
     assert_eq!(total(&plane, "alice", None), 4);
     assert_eq!(total(&plane, "alice", Some(TaskState::Completed)), 0);
-    let db = plane.store().db_path().to_path_buf();
+    let db = plane
+        .store()
+        .sqlite()
+        .expect("a SQLite store")
+        .db_path()
+        .to_path_buf();
     plane.close();
     let inspector = Inspector::open(&tmp.store()).unwrap();
     assert_eq!(inspector.check().unwrap(), Vec::<String>::new());
@@ -498,7 +525,12 @@ fn evidence_is_one_record_per_content_and_task_before_and_after_the_schema_6_mig
     note(&plane, None, 1);
     note(&plane, None, 1);
     assert_eq!((notes(&plane, &a), notes(&plane, &b)), (1, 1));
-    let db = plane.store().db_path().to_path_buf();
+    let db = plane
+        .store()
+        .sqlite()
+        .expect("a SQLite store")
+        .db_path()
+        .to_path_buf();
     let standalone = "SELECT COUNT(*) FROM evidence WHERE kind = 'note' AND task_id IS NULL";
     assert_eq!(count(&db, standalone), 1);
     let all = count(&db, "SELECT COUNT(*) FROM evidence");
@@ -573,7 +605,12 @@ fn history_and_artifacts_go_on_in_order_across_the_schema_8_upgrade() {
     plane
         .require_input(&task, InterruptKind::InputRequired, agent("which?"), None)
         .unwrap();
-    let db = plane.store().db_path().to_path_buf();
+    let db = plane
+        .store()
+        .sqlite()
+        .expect("a SQLite store")
+        .db_path()
+        .to_path_buf();
     plane.close();
     {
         let conn = rusqlite::Connection::open(&db).unwrap();

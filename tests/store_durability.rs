@@ -188,7 +188,12 @@ fn a_failure_at_any_acceptance_step_returns_an_error_and_records_nothing() {
     plane
         .accept_in_context("alice", None, user("before-1", "x"), vec![])
         .unwrap();
-    let db = plane.store().db_path().to_path_buf();
+    let db = plane
+        .store()
+        .sqlite()
+        .expect("a SQLite store")
+        .db_path()
+        .to_path_buf();
     for step in ACCEPTANCE_STEPS {
         let counts = table_counts(&db);
         faults.arm(step, FaultAction::Fail);
@@ -249,7 +254,12 @@ fn kill_9_mid_intake_keeps_every_acknowledged_item() {
             let record = plane.get_task("alice", task, None, false).unwrap().unwrap();
             assert_eq!(record.history.len(), 1, "{id} is half there");
         }
-        let db = plane.store().db_path().to_path_buf();
+        let db = plane
+            .store()
+            .sqlite()
+            .expect("a SQLite store")
+            .db_path()
+            .to_path_buf();
         assert_eq!(
             count(&db, "SELECT COUNT(*) FROM claims"),
             count(&db, "SELECT COUNT(*) FROM tasks"),
@@ -317,14 +327,27 @@ fn a_full_disk_returns_an_error_records_nothing_and_the_store_recovers() {
     plane
         .accept_in_context("alice", None, user("small-1", "x"), vec![])
         .unwrap();
-    let db = plane.store().db_path().to_path_buf();
+    let db = plane
+        .store()
+        .sqlite()
+        .expect("a SQLite store")
+        .db_path()
+        .to_path_buf();
     // Cap the database at its current size: SQLite now fails growth with SQLITE_FULL,
     // exactly as on a full disk.
     plane
         .store()
         .write(|tx| {
-            let pages: i64 = tx.conn().query_row("PRAGMA page_count", [], |r| r.get(0))?;
-            tx.conn().pragma_update(None, "max_page_count", pages)?;
+            let pages: i64 = tx.sqlite().expect("a SQLite store").conn().query_row(
+                "PRAGMA page_count",
+                [],
+                |r| r.get(0),
+            )?;
+            tx.sqlite().expect("a SQLite store").conn().pragma_update(
+                None,
+                "max_page_count",
+                pages,
+            )?;
             Ok::<_, StoreError>(())
         })
         .unwrap();
@@ -356,8 +379,11 @@ fn a_full_disk_returns_an_error_records_nothing_and_the_store_recovers() {
     plane
         .store()
         .write(|tx| {
-            tx.conn()
-                .pragma_update(None, "max_page_count", 1_073_741_823_i64)?;
+            tx.sqlite().expect("a SQLite store").conn().pragma_update(
+                None,
+                "max_page_count",
+                1_073_741_823_i64,
+            )?;
             Ok::<_, StoreError>(())
         })
         .unwrap();

@@ -284,7 +284,12 @@ fn admission_is_bounded_and_overflow_is_logged_and_durable() {
     }
     plane.events().unwatch(watch);
     assert_eq!(queue.waiting(), MAX_WAITING);
-    let db = plane.store().db_path().to_path_buf();
+    let db = plane
+        .store()
+        .sqlite()
+        .expect("a SQLite store")
+        .db_path()
+        .to_path_buf();
     assert_eq!(
         count(
             &db,

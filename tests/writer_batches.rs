@@ -39,7 +39,12 @@ fn a_failed_job_does_not_undo_the_jobs_that_share_its_commit() {
     let results = accept_at_once(&plane, "g");
     let failed = results.iter().filter(|r| r.is_err()).count();
     assert_eq!(failed, 1, "exactly the injected failure");
-    let db = plane.store().db_path().to_path_buf();
+    let db = plane
+        .store()
+        .sqlite()
+        .expect("a SQLite store")
+        .db_path()
+        .to_path_buf();
     assert_eq!(count(&db, "SELECT COUNT(*) FROM tasks"), 63);
     assert_eq!(count(&db, "SELECT COUNT(*) FROM claims"), 63);
     assert_eq!(count(&db, "SELECT COUNT(*) FROM history"), 63);
@@ -80,7 +85,12 @@ fn a_transaction_lost_under_a_job_that_went_on_leaves_no_write_of_its_batch_half
     let (b_done, b_outcome) = mpsc::channel();
     assert!(store
         .submit(
-            |tx| Ok::<(), StoreError>(tx.conn().execute_batch("ROLLBACK")?),
+            |tx| Ok::<(), StoreError>(
+                tx.sqlite()
+                    .expect("a SQLite store")
+                    .conn()
+                    .execute_batch("ROLLBACK")?
+            ),
             None,
             Box::new(move |r| {
                 let _ = a_done.send(r);
@@ -91,7 +101,9 @@ fn a_transaction_lost_under_a_job_that_went_on_leaves_no_write_of_its_batch_half
         .submit(
             |tx| {
                 Ok::<(), StoreError>(
-                    tx.conn()
+                    tx.sqlite()
+                        .expect("a SQLite store")
+                        .conn()
                         .execute_batch("CREATE TABLE probe (x); INSERT INTO probe VALUES (1)")?,
                 )
             },
@@ -104,7 +116,12 @@ fn a_transaction_lost_under_a_job_that_went_on_leaves_no_write_of_its_batch_half
     release.send(()).unwrap();
     let a = a_outcome.recv().unwrap();
     let b = b_outcome.recv().unwrap();
-    let db = plane.store().db_path().to_path_buf();
+    let db = plane
+        .store()
+        .sqlite()
+        .expect("a SQLite store")
+        .db_path()
+        .to_path_buf();
     let probe = count(
         &db,
         "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'probe'",
@@ -138,7 +155,7 @@ fn one_callers_writes_apply_in_call_order_when_the_write_queue_is_full() {
     let tmp = TempRoot::new("in-order");
     let plane = open(&tmp.store());
     let store: Store = plane.store().clone();
-    let noop = |_: &WriteTx<'_, '_>| Ok::<(), StoreError>(());
+    let noop = |_: &dyn WriteTx| Ok::<(), StoreError>(());
     let ignore = || -> Reply<(), StoreError> { Box::new(|_| {}) };
 
     // The writer is held inside a job until released, so the queue behind it only fills.
@@ -147,7 +164,7 @@ fn one_callers_writes_apply_in_call_order_when_the_write_queue_is_full() {
     let released = Mutex::new(released);
     let mut hold = Some((running, released));
     let _ = store.submit(
-        move |_: &WriteTx<'_, '_>| {
+        move |_: &dyn WriteTx| {
             if let Some((running, released)) = hold.take() {
                 running.send(()).unwrap();
                 let _ = released.lock().unwrap().recv();
@@ -175,7 +192,7 @@ fn one_callers_writes_apply_in_call_order_when_the_write_queue_is_full() {
         let (store, applied, answered) = (store.clone(), applied.clone(), answered.clone());
         order.submit(move || {
             store.submit(
-                move |_: &WriteTx<'_, '_>| {
+                move |_: &dyn WriteTx| {
                     applied.lock().unwrap().push(name);
                     Ok::<(), StoreError>(())
                 },

@@ -9,11 +9,10 @@ use super::intake::{Acceptance, Disposition};
 use super::PlaneError;
 use crate::ids;
 use crate::record::{ClaimRoute, EvidenceKind, MessageRecord, TaskRecord, TaskState};
-use crate::store::claims::{self, NewClaim};
-use crate::store::contexts;
+use crate::store::claims::NewClaim;
 use crate::store::evidence::{self, NewEvidence};
-use crate::store::tasks::{self, InputRequest, NewTask, TaskRow};
-use crate::store::{Connection, Statements, WriteTx};
+use crate::store::tasks::{InputRequest, NewTask, TaskRow};
+use crate::store::{ReadTx, WriteTx};
 
 /// The prior outcome of this (principal, dedupe key), if any.
 ///
@@ -21,10 +20,10 @@ use crate::store::{Connection, Statements, WriteTx};
 /// Message verbatim). A different payload → `DuplicateMessageId`. Requested ids are
 /// compared apart from the digest: a retry may name the ids the server minted for it.
 pub(crate) fn prior_outcome(
-    on: &impl Statements,
+    on: &dyn ReadTx,
     intake: &Intake,
 ) -> Result<Option<Acceptance>, PlaneError> {
-    let Some(prior) = claims::by_dedupe_key(on, &intake.principal, &intake.dedupe_key)? else {
+    let Some(prior) = on.claim_by_dedupe_key(&intake.principal, &intake.dedupe_key)? else {
         return Ok(None);
     };
     let same_id = |asked: &Option<String>, first: &Option<String>, minted: Option<&str>| {
@@ -47,7 +46,7 @@ pub(crate) fn prior_outcome(
         });
     }
     let state = match &prior.task_id {
-        Some(id) => tasks::by_id(on, id)?.map(|t| t.record.state),
+        Some(id) => on.task_by_id(id)?.map(|t| t.record.state),
         None => None,
     };
     Ok(Some(Acceptance {
@@ -65,70 +64,60 @@ pub(crate) fn prior_outcome(
 /// The context of a conversation: the one its first message got, whoever accepted it
 /// (concurrent first messages get the same contextId).
 pub(crate) fn conversation_context(
-    tx: &WriteTx<'_, '_>,
+    tx: &dyn WriteTx,
     principal: &str,
     source: &str,
     conversation_key: &str,
     now_ms: i64,
 ) -> Result<String, PlaneError> {
     tx.step("context")?;
-    Ok(contexts::of_conversation(
-        tx.conn(),
-        &ids::mint(),
-        principal,
-        source,
-        conversation_key,
-        now_ms,
-    )?)
+    Ok(tx.context_of_conversation(&ids::mint(), principal, source, conversation_key, now_ms)?)
 }
 
 /// A new context with no conversation key.
 pub(crate) fn fresh_context(
-    tx: &WriteTx<'_, '_>,
+    tx: &dyn WriteTx,
     principal: &str,
     source: &str,
     now_ms: i64,
 ) -> Result<String, PlaneError> {
     tx.step("context")?;
     let context_id = ids::mint();
-    contexts::insert_fresh(tx, &context_id, principal, source, now_ms)?;
+    tx.insert_fresh_context(&context_id, principal, source, now_ms)?;
     Ok(context_id)
 }
 
 /// Whether `principal` owns `context_id` (a foreign or unknown context is `false`).
 pub(crate) fn owns_context(
-    conn: &Connection,
+    tx: &dyn ReadTx,
     principal: &str,
     context_id: &str,
 ) -> Result<bool, PlaneError> {
-    Ok(contexts::owner(conn, context_id)?.as_deref() == Some(principal))
+    Ok(tx.context_owner(context_id)?.as_deref() == Some(principal))
 }
 
 /// Creates a SUBMITTED Task in `context_id` with the message as its first history entry,
 /// and records the claim, its evidence and its wake.
 pub(crate) fn create_task(
-    tx: &WriteTx<'_, '_>,
+    tx: &dyn WriteTx,
     intake: &Intake,
     context_id: String,
     now_ms: i64,
 ) -> Result<Acceptance, PlaneError> {
     tx.step("task")?;
     let task_id = ids::mint();
-    let seq = tasks::insert(
-        tx,
-        &NewTask {
-            task_id: &task_id,
-            principal: &intake.principal,
-            context_id: &context_id,
-            source: &intake.source,
-            continuation: intake.continuation,
-            state: TaskState::Submitted,
-            extensions: &intake.extensions,
-            now_ms,
-        },
-    )?;
+    let seq = tx.insert_task(&NewTask {
+        task_id: &task_id,
+        principal: &intake.principal,
+        context_id: &context_id,
+        source: &intake.source,
+        continuation: intake.continuation,
+        state: TaskState::Submitted,
+        extensions: &intake.extensions,
+        now_ms,
+    })?;
     tx.step("history")?;
-    tasks::insert_first_message(tx, seq, &intake.message)?;
+    tx.insert_first_message(seq, &intake.message)?;
     let mut acceptance = record_claim(
         tx,
         intake,
@@ -160,24 +149,22 @@ pub(crate) fn create_task(
 /// Attaches the message to a waiting Task: the request is answered and the Task goes
 /// back to SUBMITTED until its wake is delivered.
 pub(crate) fn continue_task(
-    tx: &WriteTx<'_, '_>,
+    tx: &dyn WriteTx,
     intake: &Intake,
     task: &TaskRow,
     now_ms: i64,
 ) -> Result<Acceptance, PlaneError> {
-    let conn = tx.conn();
     tx.step("task")?;
-    tasks::set_status(
-        tx,
+    tx.set_task_status(
         task,
         TaskState::Submitted,
         None,
         now_ms,
         InputRequest::Closed,
     )?;
-    contexts::touch(conn, &task.record.context_id, now_ms)?;
+    tx.touch_context(&task.record.context_id, now_ms)?;
     tx.step("history")?;
-    tasks::append_history(tx, task, &intake.message)?;
+    tx.append_history(task, &intake.message)?;
     record_claim(
         tx,
         intake,
@@ -192,7 +179,7 @@ pub(crate) fn continue_task(
 /// Records a direct Message outcome: no Task exists, and a duplicate returns `reply`
 /// verbatim.
 pub(crate) fn record_direct(
-    tx: &WriteTx<'_, '_>,
+    tx: &dyn WriteTx,
     intake: &Intake,
     context_id: &str,
     reply: &MessageRecord,
@@ -228,7 +215,7 @@ struct ActivationEvidence<'a> {
 }
 
 fn record_claim(
-    tx: &WriteTx<'_, '_>,
+    tx: &dyn WriteTx,
     intake: &Intake,
     route: ClaimRoute,
     task_id: Option<&str>,
@@ -238,23 +225,20 @@ fn record_claim(
 ) -> Result<Acceptance, PlaneError> {
     tx.step("claim")?;
     let activation_id = ids::mint();
-    claims::insert(
-        tx,
-        &NewClaim {
-            activation_id: &activation_id,
-            principal: &intake.principal,
-            dedupe_key: &intake.dedupe_key,
-            source: &intake.source,
-            route,
-            task_id,
-            context_id,
-            digest: &intake.digest,
-            requested_context_id: intake.requested_context_id.as_deref(),
-            requested_task_id: intake.requested_task_id.as_deref(),
-            direct_reply,
-            now_ms,
-        },
-    )?;
+    tx.insert_claim(&NewClaim {
+        activation_id: &activation_id,
+        principal: &intake.principal,
+        dedupe_key: &intake.dedupe_key,
+        source: &intake.source,
+        route,
+        task_id,
+        context_id,
+        digest: &intake.digest,
+        requested_context_id: intake.requested_context_id.as_deref(),
+        requested_task_id: intake.requested_task_id.as_deref(),
+        direct_reply,
+        now_ms,
+    })?;
     tx.step("evidence")?;
     evidence::insert(
         tx,
@@ -282,7 +266,7 @@ fn record_claim(
     // The wake record: the claim's first state record, ACCEPTED (the claim row already
     // says so). A direct outcome has no Task, so the wake queue never offers it.
     tx.step("wake")?;
-    claims::record_accepted(tx, &activation_id, now_ms)?;
+    tx.record_claim_accepted(&activation_id, now_ms)?;
     Ok(Acceptance {
         activation_id,
         task_id: task_id.map(str::to_string),

@@ -6,7 +6,7 @@ use super::{PlaneError, Published, TaskPlane, WriteJob};
 use crate::events::TaskEvent;
 use crate::field_error::FieldError;
 use crate::record::{ArtifactRecord, Continuation, MessageRecord, Role, TaskRecord, TaskState};
-use crate::store::tasks::{self, InputRequest, TaskRow};
+use crate::store::tasks::{InputRequest, TaskRow};
 use crate::store::WriteTx;
 
 /// Which interrupted state a request for input puts the Task in.
@@ -40,9 +40,10 @@ fn artifact_event(task: &TaskRow, artifact: &ArtifactRecord) -> Published {
     })
 }
 
-fn live_task(tx: &WriteTx<'_, '_>, task_id: &str) -> Result<TaskRow, PlaneError> {
-    let task =
-        tasks::by_id(tx, task_id)?.ok_or_else(|| PlaneError::TaskNotFound(task_id.to_string()))?;
+fn live_task(tx: &dyn WriteTx, task_id: &str) -> Result<TaskRow, PlaneError> {
+    let task = tx
+        .task_by_id(task_id)?
+        .ok_or_else(|| PlaneError::TaskNotFound(task_id.to_string()))?;
     if task.record.state.is_terminal() {
         return Err(PlaneError::TaskTerminal {
             task_id: task_id.to_string(),
@@ -82,8 +83,7 @@ impl TaskPlane {
             match task.record.state {
                 TaskState::Working => Ok((TaskState::Working, vec![])),
                 TaskState::Submitted => {
-                    tasks::set_status(
-                        tx,
+                    tx.set_task_status(
                         &task,
                         TaskState::Working,
                         None,
@@ -149,9 +149,8 @@ impl TaskPlane {
                 InterruptKind::InputRequired => TaskState::InputRequired,
                 InterruptKind::AuthRequired => TaskState::AuthRequired,
             };
-            tasks::append_history(tx, &task, &question)?;
-            tasks::set_status(
-                tx,
+            tx.append_history(&task, &question)?;
+            tx.set_task_status(
                 &task,
                 state,
                 Some(&question),
@@ -185,7 +184,7 @@ impl TaskPlane {
                     task.record.state.as_str()
                 )));
             }
-            tasks::append_artifact(tx, &task, &artifact)?;
+            tx.append_artifact(&task, &artifact)?;
             Ok(((), vec![artifact_event(&task, &artifact)]))
         })
     }
@@ -225,17 +224,16 @@ impl TaskPlane {
             // profile of one-core blocking `message:send` put ~2% of all instructions there).
             let only_these = !artifacts.is_empty()
                 && events.wants_settled(&task_id)
-                && tasks::next_artifact_n(tx, &task)? == 0;
+                && tx.next_artifact_n(&task)? == 0;
             let mut published = Vec::with_capacity(artifacts.len() + 1);
             for artifact in &artifacts {
-                tasks::append_artifact(tx, &task, artifact)?;
+                tx.append_artifact(&task, artifact)?;
                 published.push(artifact_event(&task, artifact));
             }
             if let Some(message) = &message {
-                tasks::append_history(tx, &task, message)?;
+                tx.append_history(&task, message)?;
             }
-            tasks::set_status(
-                tx,
+            tx.set_task_status(
                 &task,
                 TaskState::Completed,
                 message.as_ref(),
@@ -287,8 +285,8 @@ impl TaskPlane {
         let now = self.now();
         self.publishing_job(move |tx| {
             let task = live_task(tx, &task_id)?;
-            tasks::append_history(tx, &task, &reason)?;
-            tasks::set_status(tx, &task, state, Some(&reason), now, InputRequest::Closed)?;
+            tx.append_history(&task, &reason)?;
+            tx.set_task_status(&task, state, Some(&reason), now, InputRequest::Closed)?;
             Ok(((), vec![status(&task, state, Some(&reason), now)]))
         })
     }
@@ -303,21 +301,14 @@ impl TaskPlane {
         let task_id = task_id.to_string();
         let now = self.now();
         self.write_publishing(move |tx| {
-            let Some(task) = tasks::by_id(tx, &task_id)? else {
+            let Some(task) = tx.task_by_id(&task_id)? else {
                 return Ok((false, vec![]));
             };
             let state = task.record.state;
             if !matches!(state, TaskState::Submitted | TaskState::Working) {
                 return Ok((false, vec![]));
             }
-            tasks::set_status(
-                tx,
-                &task,
-                state,
-                Some(&message),
-                now,
-                InputRequest::Unchanged,
-            )?;
+            tx.set_task_status(&task, state, Some(&message), now, InputRequest::Unchanged)?;
             Ok((true, vec![status(&task, state, Some(&message), now)]))
         })
     }
@@ -354,8 +345,8 @@ impl TaskPlane {
         let now = self.now();
         self.write_publishing(move |tx| {
             let task = match &principal {
-                Some(principal) => tasks::owned(tx, principal, &task_id)?,
-                None => tasks::by_id(tx, &task_id)?,
+                Some(principal) => tx.task_owned_by(principal, &task_id)?,
+                None => tx.task_by_id(&task_id)?,
             }
             .ok_or_else(|| PlaneError::TaskNotFound(task_id.clone()))?;
             if task.record.state.is_terminal() {
@@ -364,8 +355,7 @@ impl TaskPlane {
                     state: task.record.state,
                 });
             }
-            tasks::set_status(
-                tx,
+            tx.set_task_status(
                 &task,
                 TaskState::Canceled,
                 note.as_ref(),
@@ -420,8 +410,11 @@ mod live_rows {
         plane
             .store()
             .write(move |tx| {
-                let kept = tx.live_rows().borrow().get(&task_id);
-                let stored = tasks::by_id(tx.conn(), &task_id)?.expect("the Task is stored");
+                let sqlite = tx.sqlite().expect("a SQLite store");
+                let kept = sqlite.kept_task_row(&task_id);
+                // Read on the connection itself, past the kept rows.
+                let stored = crate::store::tasks::by_id(sqlite.conn(), &task_id)?
+                    .expect("the Task is stored");
                 Ok::<_, StoreError>((kept, stored))
             })
             .unwrap()
@@ -432,7 +425,7 @@ mod live_rows {
         let task_id = task_id.to_string();
         plane
             .store()
-            .write(move |tx| tasks::by_id(tx, &task_id).map(|_| ()))
+            .write(move |tx| tx.task_by_id(&task_id).map(|_| ()))
             .unwrap();
     }
 
@@ -528,12 +521,11 @@ mod live_rows {
     /// A writer job that moves Task `task_id` to WORKING and then fails.
     fn fails_after_starting(
         task_id: &str,
-    ) -> impl FnMut(&WriteTx<'_, '_>) -> Result<(), StoreError> + Send + 'static {
+    ) -> impl FnMut(&dyn WriteTx) -> Result<(), StoreError> + Send + 'static {
         let task_id = task_id.to_string();
         move |tx| {
-            let row = tasks::by_id(tx, &task_id)?.unwrap();
-            tasks::set_status(
-                tx,
+            let row = tx.task_by_id(&task_id)?.unwrap();
+            tx.set_task_status(
                 &row,
                 TaskState::Working,
                 None,
@@ -563,7 +555,7 @@ mod live_rows {
         let (held, writer_held) = std::sync::mpsc::channel::<()>();
         let (release, released) = std::sync::mpsc::channel::<()>();
         let released = std::sync::Mutex::new(released);
-        let hold = move |_: &WriteTx<'_, '_>| {
+        let hold = move |_: &dyn WriteTx| {
             let _ = held.send(());
             let _ = released.lock().unwrap().recv();
             Ok::<(), StoreError>(())

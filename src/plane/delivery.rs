@@ -38,7 +38,7 @@ use super::{PlaneError, TaskPlane};
 use crate::field_error::FieldError;
 use crate::ids::check_identifier;
 use crate::record::{DeliveryState, EvidenceKind, Recovery};
-use crate::store::deliveries::{self, NewDelivery, StoredDelivery};
+use crate::store::deliveries::{NewDelivery, StoredDelivery};
 use crate::store::evidence::{self, NewEvidence};
 pub(super) use leases::Leases;
 pub use leases::{
@@ -344,9 +344,8 @@ impl TaskPlane {
         let request = request.clone();
         let now = self.now();
         self.write(move |tx| {
-            let conn = tx.conn();
             if let Some((delivery_id, digest)) =
-                deliveries::by_operation(conn, &request.source, &request.operation_id)?
+                tx.delivery_by_operation(&request.source, &request.operation_id)?
             {
                 if delivery_id != request.delivery_id || digest != request.payload_digest {
                     return Err(PlaneError::DeliveryConflict(format!(
@@ -356,7 +355,7 @@ impl TaskPlane {
                     )));
                 }
             }
-            if let Some(stored) = deliveries::by_id(conn, &request.delivery_id)? {
+            if let Some(stored) = tx.delivery_by_id(&request.delivery_id)? {
                 if stored.payload_digest != request.payload_digest {
                     return Err(PlaneError::DeliveryConflict(format!(
                         "delivery {} was prepared with payload {}, not {}; a different response needs a new delivery id",
@@ -365,9 +364,7 @@ impl TaskPlane {
                 }
                 return Ok(stored);
             }
-            deliveries::insert_prepared(
-                conn,
-                &NewDelivery {
+            tx.insert_delivery(&NewDelivery {
                     delivery_id: &request.delivery_id,
                     principal: &request.principal,
                     source: &request.source,
@@ -400,8 +397,7 @@ impl TaskPlane {
         let detail = detail.map(str::to_string);
         let now = self.now();
         self.write(move |tx| {
-            deliveries::set_state(
-                tx.conn(),
+            tx.set_delivery_state(
                 &delivery_id,
                 state,
                 provider_response_id.as_deref(),
@@ -421,9 +417,7 @@ impl TaskPlane {
         let detail_text = detail.to_string();
         let now = self.now();
         self.write(move |tx| {
-            let conn = tx.conn();
-            deliveries::set_state(
-                conn,
+            tx.set_delivery_state(
                 &request.delivery_id,
                 DeliveryState::Ambiguous,
                 None,
@@ -458,8 +452,9 @@ impl TaskPlane {
     /// A delivery's stored state (`prepared`, `sending`, `delivered`, `failed`,
     /// `ambiguous`) and attempt count.
     pub fn delivery_state(&self, delivery_id: &str) -> Result<Option<(String, i64)>, PlaneError> {
-        self.read(|conn| {
-            Ok(deliveries::by_id(conn, delivery_id)?
+        self.read(|tx| {
+            Ok(tx
+                .delivery_by_id(delivery_id)?
                 .map(|d| (d.state.as_str().to_string(), d.attempts)))
         })
     }

@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 use super::query::read_full;
 use super::PlaneError;
 use crate::record::{TaskRecord, TaskState};
-use crate::store::tasks::{self, SummaryFilter, TaskSummary};
-use crate::store::{self, inspect, Connection};
+use crate::store::tasks::{SummaryFilter, TaskSummary};
+use crate::store::{self, ReadOnly};
 
 /// Counts and sizes of a store.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -29,15 +29,15 @@ pub struct StoreStats {
 
 /// A read-only view of one store root.
 pub struct Inspector {
-    conn: Connection,
+    store: ReadOnly,
     root: PathBuf,
 }
 
 impl Inspector {
-    /// Opens the store at `root` read-only (see [`store::open_read_only`]).
+    /// Opens the store at `root` read-only (see [`ReadOnly::open`]).
     pub fn open(root: &Path) -> Result<Inspector, PlaneError> {
         Ok(Inspector {
-            conn: store::open_read_only(root)?,
+            store: ReadOnly::open(root)?,
             root: root.to_path_buf(),
         })
     }
@@ -48,21 +48,22 @@ impl Inspector {
 
     /// The newest-status Tasks that match `filter`.
     pub fn tasks(&self, filter: &SummaryFilter) -> Result<Vec<TaskSummary>, PlaneError> {
-        Ok(tasks::summaries(&self.conn, filter)?)
+        self.store.read(|tx| Ok(tx.task_summaries(filter)?))
     }
 
     /// One Task with its whole history and artifacts, whoever owns it.
     pub fn task(&self, task_id: &str) -> Result<Option<TaskRecord>, PlaneError> {
-        inspect::snapshot(&self.conn, |conn| {
-            tasks::by_id(conn, task_id)?
-                .map(|row| read_full(conn, row, None, true))
+        self.store.read(|tx| {
+            tx.task_by_id(task_id)?
+                .map(|row| read_full(tx, row, None, true))
                 .transpose()
         })
     }
 
     /// The Task a person named by part of its id ([`super::lookup::resolve_task_id`]).
     pub fn resolve_task_id(&self, typed: &str) -> Result<Option<String>, PlaneError> {
-        super::lookup::resolve_task_id(&self.conn, typed)
+        self.store
+            .read(|tx| super::lookup::resolve_task_id(tx, typed))
     }
 
     /// The folder of a Task's Pi session and its session file, if they exist.
@@ -71,14 +72,13 @@ impl Inspector {
     }
 
     pub fn stats(&self) -> Result<StoreStats, PlaneError> {
-        let (counts, (tasks, claims, contexts), oldest_live) =
-            inspect::snapshot(&self.conn, |conn| {
-                Ok::<_, PlaneError>((
-                    inspect::tasks_by_state(conn)?,
-                    inspect::record_counts(conn)?,
-                    inspect::oldest_live(conn)?,
-                ))
-            })?;
+        let (counts, (tasks, claims, contexts), oldest_live) = self.store.read(|tx| {
+            Ok::<_, PlaneError>((
+                tx.tasks_by_state()?,
+                tx.record_counts()?,
+                tx.oldest_live_task()?,
+            ))
+        })?;
         let mut by_state: BTreeMap<&'static str, u64> =
             TaskState::ALL.iter().map(|s| (s.as_str(), 0)).collect();
         for (state, count) in counts {
@@ -104,7 +104,7 @@ impl Inspector {
     /// SQLite's `integrity_check` and the store's own invariants; each problem found is
     /// one sentence (empty: the store is sound).
     pub fn check(&self) -> Result<Vec<String>, PlaneError> {
-        inspect::snapshot(&self.conn, |conn| Ok(inspect::problems(conn)?))
+        self.store.read(|tx| Ok(tx.problems()?))
     }
 }
 

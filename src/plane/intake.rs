@@ -13,9 +13,8 @@ use super::inbound::{check_content, Intake};
 use super::{PlaneError, Published, TaskPlane, WriteJob};
 use crate::events::{Accepted, Arrival, TaskEvent};
 use crate::record::{Continuation, Locator, MessageRecord, Role, TaskRecord, TaskState};
-use crate::store::anchors;
 use crate::store::tasks;
-use crate::store::{contexts, Connection, WriteTx};
+use crate::store::{ReadTx, WriteTx};
 
 /// A native provider event handed to the plane by a source adapter.
 #[derive(Debug, Clone)]
@@ -112,8 +111,7 @@ impl TaskPlane {
             if let Some(prior) = acceptance::prior_outcome(tx, &intake)? {
                 return Ok(prior);
             }
-            if let Some(task) =
-                Self::verified_anchor(tx.conn(), &intake, activation.reply_to.as_deref())?
+            if let Some(task) = Self::verified_anchor(tx, &intake, activation.reply_to.as_deref())?
             {
                 return acceptance::continue_task(tx, &intake, &task, now);
             }
@@ -133,7 +131,7 @@ impl TaskPlane {
     ///
     /// The source must also have declared reply anchors as its continuation method.
     fn verified_anchor(
-        conn: &Connection,
+        tx: &dyn ReadTx,
         intake: &Intake,
         reply_to: Option<&str>,
     ) -> Result<Option<tasks::TaskRow>, PlaneError> {
@@ -143,10 +141,10 @@ impl TaskPlane {
         let Some(reply_to) = reply_to else {
             return Ok(None);
         };
-        let Some(anchor) = anchors::find(conn, &intake.principal, &intake.source, reply_to)? else {
+        let Some(anchor) = tx.reply_anchor(&intake.principal, &intake.source, reply_to)? else {
             return Ok(None);
         };
-        let Some(task) = tasks::owned(conn, &intake.principal, &anchor.task_id)? else {
+        let Some(task) = tx.task_owned_by(&intake.principal, &anchor.task_id)? else {
             return Ok(None);
         };
         let waiting =
@@ -191,7 +189,8 @@ impl TaskPlane {
             if let Some(prior) = acceptance::prior_outcome(tx, &intake)? {
                 return Ok(prior);
             }
-            let task = tasks::owned(tx, &intake.principal, &task_id)?
+            let task = tx
+                .task_owned_by(&intake.principal, &task_id)?
                 .ok_or_else(|| PlaneError::TaskNotFound(task_id.clone()))?;
             if let Some(context_id) = &context_id {
                 if *context_id != task.record.context_id {
@@ -277,14 +276,14 @@ impl TaskPlane {
     /// The context a client's contextId resolves to: its own when the principal owns it,
     /// else a fresh one.
     fn authorized_context(
-        tx: &WriteTx<'_, '_>,
+        tx: &dyn WriteTx,
         intake: &Intake,
         now: i64,
     ) -> Result<String, PlaneError> {
         if let Some(requested) = intake.requested_context_id.as_deref() {
-            if acceptance::owns_context(tx.conn(), &intake.principal, requested)? {
+            if acceptance::owns_context(tx, &intake.principal, requested)? {
                 tx.step("context")?;
-                contexts::touch(tx.conn(), requested, now)?;
+                tx.touch_context(requested, now)?;
                 return Ok(requested.to_string());
             }
         }
@@ -305,11 +304,11 @@ impl TaskPlane {
             if let Some(prior) = acceptance::prior_outcome(tx, &intake)? {
                 return Ok(prior);
             }
-            if !acceptance::owns_context(tx.conn(), &intake.principal, &context_id)? {
+            if !acceptance::owns_context(tx, &intake.principal, &context_id)? {
                 return Err(PlaneError::ContextNotFound(context_id.clone()));
             }
             tx.step("context")?;
-            contexts::touch(tx.conn(), &context_id, now)?;
+            tx.touch_context(&context_id, now)?;
             acceptance::create_task(tx, &intake, context_id.clone(), now)
         })
     }
@@ -364,14 +363,14 @@ impl TaskPlane {
     ) -> Result<Option<Acceptance>, PlaneError> {
         let intake =
             self.message_intake(principal, context_id, task_id, message.clone(), Vec::new())?;
-        self.read(|conn| acceptance::prior_outcome(conn, &intake))
+        self.read(|tx| acceptance::prior_outcome(tx, &intake))
     }
 
     /// An intake write: a new or continued Task is announced to agent drivers, and a
     /// continued one's subscribers see it resume.
     fn write_intake(
         &self,
-        work: impl FnMut(&WriteTx<'_, '_>) -> Result<Acceptance, PlaneError> + Send + 'static,
+        work: impl FnMut(&dyn WriteTx) -> Result<Acceptance, PlaneError> + Send + 'static,
     ) -> Result<Acceptance, PlaneError> {
         self.intake_job(work).wait()
     }
@@ -379,7 +378,7 @@ impl TaskPlane {
     /// [`TaskPlane::write_intake`] as a [`WriteJob`].
     fn intake_job(
         &self,
-        mut work: impl FnMut(&WriteTx<'_, '_>) -> Result<Acceptance, PlaneError> + Send + 'static,
+        mut work: impl FnMut(&dyn WriteTx) -> Result<Acceptance, PlaneError> + Send + 'static,
     ) -> WriteJob<Acceptance> {
         let now = self.now();
         let metrics = self.metrics.clone();
@@ -422,7 +421,7 @@ impl TaskPlane {
 
 /// The context of a native activation: its conversation's, or a fresh one.
 fn native_context(
-    tx: &WriteTx<'_, '_>,
+    tx: &dyn WriteTx,
     activation: &Activation,
     now: i64,
 ) -> Result<String, PlaneError> {

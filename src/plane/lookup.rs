@@ -5,7 +5,7 @@
 use super::{PlaneError, TaskPlane};
 use crate::field_error::FieldError;
 use crate::record::{MessageRecord, PartRecord, TaskState};
-use crate::store::{tasks, Statements};
+use crate::store::ReadTx;
 
 /// The most Tasks an ambiguous typed id names.
 const CANDIDATES_SHOWN: u32 = 10;
@@ -14,12 +14,9 @@ const CANDIDATES_SHOWN: u32 = 10;
 /// characters ([`crate::ids::id_fragment`]; a whole id, and the short id shown, are
 /// such parts). `None` when no Task's id starts or ends with it; refused when several do,
 /// naming them, so the person can type more.
-pub(crate) fn resolve_task_id(
-    on: &impl Statements,
-    typed: &str,
-) -> Result<Option<String>, PlaneError> {
+pub(crate) fn resolve_task_id(on: &dyn ReadTx, typed: &str) -> Result<Option<String>, PlaneError> {
     let fragment = crate::ids::id_fragment(typed)?;
-    let mut found = tasks::ids_matching(on, &fragment, CANDIDATES_SHOWN + 1)?;
+    let mut found = on.task_ids_matching(&fragment, CANDIDATES_SHOWN + 1)?;
     if found.len() <= 1 {
         return Ok(found.pop());
     }
@@ -50,19 +47,18 @@ pub struct EarlierTask {
 impl TaskPlane {
     /// [`resolve_task_id`] in this store.
     pub fn resolve_task_id(&self, typed: &str) -> Result<Option<String>, PlaneError> {
-        self.read(|conn| resolve_task_id(conn, typed))
+        self.read(|tx| resolve_task_id(tx, typed))
     }
 
     /// The newest `limit` Tasks of the same principal and context created before
     /// `task_id`, oldest first (none for a missing Task).
     pub fn earlier_tasks(&self, task_id: &str, limit: u32) -> Result<Vec<EarlierTask>, PlaneError> {
-        self.read(|conn| {
-            let Some(task) = tasks::by_id(conn, task_id)? else {
+        self.read(|tx| {
+            let Some(task) = tx.task_by_id(task_id)? else {
                 return Ok(Vec::new());
             };
             let record = &task.record;
-            let rows = tasks::earlier_in_context(
-                conn,
+            let rows = tx.tasks_earlier_in_context(
                 &record.principal,
                 &record.context_id,
                 task.seq,
@@ -71,7 +67,8 @@ impl TaskPlane {
             let mut earlier = rows
                 .into_iter()
                 .map(|row| {
-                    let response = tasks::artifacts(conn, row.seq)?
+                    let response = tx
+                        .task_artifacts(row.seq)?
                         .into_iter()
                         .rev()
                         .find(|a| a.name.as_deref() == Some("response"))
@@ -85,7 +82,7 @@ impl TaskPlane {
                             .map(|m| m.parts)
                     });
                     Ok(EarlierTask {
-                        request: tasks::first_message(conn, row.seq)?,
+                        request: tx.task_first_message(row.seq)?,
                         task_id: row.record.task_id,
                         state,
                         answer,

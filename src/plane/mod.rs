@@ -75,7 +75,7 @@ pub use write::WriteJob;
 use crate::clock::{Clock, SystemClock};
 use crate::events::{Arrival, EventBus, TaskEvent};
 use crate::record::{Continuation, TaskRecord};
-use crate::store::{Connection, Faults, Statements, Store, StoreOptions, WriteTx};
+use crate::store::{Faults, ReadTx, Store, StoreOptions, WriteTx};
 
 /// Options for [`TaskPlane::open`].
 #[derive(Clone)]
@@ -161,7 +161,7 @@ impl TaskPlane {
     /// The key that signs `GET /tasks` page tokens (made with the store, kept with it).
     pub fn page_token_key(&self) -> Result<Vec<u8>, PlaneError> {
         self.store
-            .read(|conn| crate::store::secret(conn, "page_tokens").map_err(PlaneError::from))
+            .read(|tx| tx.secret("page_tokens").map_err(PlaneError::from))
     }
 
     /// Closes the store and releases the root's lock. Idempotent.
@@ -195,7 +195,7 @@ impl TaskPlane {
     /// One write transaction of the plane, answered after commit.
     fn write<R: Send + 'static>(
         &self,
-        work: impl FnMut(&WriteTx<'_, '_>) -> Result<R, PlaneError> + Send + 'static,
+        work: impl FnMut(&dyn WriteTx) -> Result<R, PlaneError> + Send + 'static,
     ) -> Result<R, PlaneError> {
         self.store.write(work)
     }
@@ -204,7 +204,7 @@ impl TaskPlane {
     /// in commit order, before the caller hears back).
     fn write_publishing<R: Send + 'static>(
         &self,
-        work: impl FnMut(&WriteTx<'_, '_>) -> Result<(R, Vec<Published>), PlaneError> + Send + 'static,
+        work: impl FnMut(&dyn WriteTx) -> Result<(R, Vec<Published>), PlaneError> + Send + 'static,
     ) -> Result<R, PlaneError> {
         self.publishing_job(work).wait()
     }
@@ -212,12 +212,10 @@ impl TaskPlane {
     /// [`TaskPlane::write_publishing`] as a [`WriteJob`], for callers that must not block.
     fn publishing_job<R: Send + 'static>(
         &self,
-        mut work: impl FnMut(&WriteTx<'_, '_>) -> Result<(R, Vec<Published>), PlaneError>
-            + Send
-            + 'static,
+        mut work: impl FnMut(&dyn WriteTx) -> Result<(R, Vec<Published>), PlaneError> + Send + 'static,
     ) -> WriteJob<R> {
         let events = self.events.clone();
-        let work = move |tx: &WriteTx<'_, '_>| {
+        let work = move |tx: &dyn WriteTx| {
             let (result, mut published) = work(tx)?;
             attach_settled(tx, &events, &mut published);
             Ok((result, published))
@@ -257,7 +255,7 @@ impl TaskPlane {
 
     fn read<R>(
         &self,
-        read: impl FnOnce(&Connection) -> Result<R, PlaneError>,
+        read: impl FnOnce(&dyn ReadTx) -> Result<R, PlaneError>,
     ) -> Result<R, PlaneError> {
         self.store.read(read)
     }
@@ -290,7 +288,7 @@ fn settled_slot<'a>(
 /// back. `artifacts`, when given, are the Task's artifacts as the transaction leaves them,
 /// so only its history is read.
 fn settle_from_row(
-    on: &impl Statements,
+    on: &dyn ReadTx,
     events: &EventBus,
     update: &mut Published,
     after: crate::store::tasks::TaskRow,
@@ -314,10 +312,11 @@ fn settle_from_row(
 /// leaves it. The writer's connection reads it from its warm page cache; a waiter's own
 /// read after the commit would start from an empty one. A failed read only leaves the
 /// waiter to read for itself.
-fn attach_settled(on: &impl Statements, events: &EventBus, published: &mut [Published]) {
+fn attach_settled(on: &dyn ReadTx, events: &EventBus, published: &mut [Published]) {
     for p in published {
         if let Some((task_id, slot)) = settled_slot(events, p) {
-            *slot = crate::store::tasks::by_id(on, task_id)
+            *slot = on
+                .task_by_id(task_id)
                 .ok()
                 .flatten()
                 .and_then(|row| query::read_full(on, row, None, true).ok())

@@ -10,7 +10,7 @@ use crate::field_error::FieldError;
 use crate::record::{TaskRecord, TaskState};
 use crate::store::tasks::{self, PageQuery};
 pub use crate::store::tasks::{PageCursor, SummaryFilter, TaskSummary};
-use crate::store::Statements;
+use crate::store::ReadTx;
 
 /// What to list.
 #[derive(Debug, Clone, Default)]
@@ -73,9 +73,9 @@ impl TaskPlane {
         history_length: Option<u32>,
         include_artifacts: bool,
     ) -> Result<Option<TaskRecord>, PlaneError> {
-        self.read(|conn| {
-            tasks::owned(conn, principal, task_id)?
-                .map(|row| read_full(conn, row, history_length, include_artifacts))
+        self.read(|tx| {
+            tx.task_owned_by(principal, task_id)?
+                .map(|row| read_full(tx, row, history_length, include_artifacts))
                 .transpose()
         })
     }
@@ -88,9 +88,9 @@ impl TaskPlane {
         history_length: Option<u32>,
         include_artifacts: bool,
     ) -> Result<Option<TaskRecord>, PlaneError> {
-        self.read(|conn| {
-            tasks::by_id(conn, task_id)?
-                .map(|row| read_full(conn, row, history_length, include_artifacts))
+        self.read(|tx| {
+            tx.task_by_id(task_id)?
+                .map(|row| read_full(tx, row, history_length, include_artifacts))
                 .transpose()
         })
     }
@@ -122,12 +122,12 @@ impl TaskPlane {
             after: filter.after,
             limit: filter.page_size,
         };
-        self.read(|conn| {
-            let page = tasks::page(conn, principal, &query)?;
+        self.read(|tx| {
+            let page = tx.task_page(principal, &query)?;
             let tasks = page
                 .rows
                 .into_iter()
-                .map(|row| read_full(conn, row, filter.history_length, filter.include_artifacts))
+                .map(|row| read_full(tx, row, filter.history_length, filter.include_artifacts))
                 .collect::<Result<Vec<_>, PlaneError>>()?;
             Ok(TaskPage {
                 tasks,
@@ -140,12 +140,12 @@ impl TaskPlane {
     /// The operator's view of the newest-status Tasks, whoever owns them (see
     /// [`tasks::summaries`]).
     pub fn recent_tasks(&self, filter: &SummaryFilter) -> Result<Vec<TaskSummary>, PlaneError> {
-        self.read(|conn| Ok(tasks::summaries(conn, filter)?))
+        self.read(|tx| Ok(tx.task_summaries(filter)?))
     }
 }
 
 pub(super) fn read_full(
-    on: &impl Statements,
+    on: &dyn ReadTx,
     row: tasks::TaskRow,
     history_length: Option<u32>,
     include_artifacts: bool,
@@ -153,10 +153,10 @@ pub(super) fn read_full(
     let mut record = row.record;
     record.history = match history_length {
         Some(0) => Vec::new(),
-        limit => tasks::history(on, row.seq, limit)?,
+        limit => on.task_history(row.seq, limit)?,
     };
     if include_artifacts {
-        record.artifacts = tasks::artifacts(on, row.seq)?;
+        record.artifacts = on.task_artifacts(row.seq)?;
     }
     Ok(record)
 }

@@ -30,7 +30,7 @@ use super::{PlaneError, TaskPlane, SESSIONS_DIR};
 use crate::clock::DAY_MS;
 use crate::record::{ClaimState, EvidenceKind};
 use crate::store::evidence::{self, NewEvidence};
-use crate::store::{claims, retention, Connection, WriteTx};
+use crate::store::WriteTx;
 
 /// The retention floor for operational records: 30 days.
 pub const RETENTION_MS: i64 = 30 * DAY_MS;
@@ -75,7 +75,7 @@ impl TaskPlane {
         let retention_ms = self.retention_ms;
         let (mut report, removed) = self.write(move |tx| {
             let quarantined = quarantine_orphaned_claims(tx, now)?;
-            let (mut report, removed) = compact(tx.conn(), now, retention_ms)?;
+            let (mut report, removed) = compact(tx, now, retention_ms)?;
             report.quarantined_claims = quarantined;
             Ok((report, removed))
         })?;
@@ -115,15 +115,13 @@ impl TaskPlane {
 /// removed since the last recovery are looked at (the store notes each removed Task), so
 /// this costs what was removed, not what is stored.
 pub(super) fn quarantine_orphaned_claims(
-    tx: &WriteTx<'_, '_>,
+    tx: &dyn WriteTx,
     now_ms: i64,
 ) -> Result<usize, PlaneError> {
-    let conn = tx.conn();
-    let orphans = retention::take_orphaned_claims(conn)?;
+    let orphans = tx.take_orphaned_claims()?;
     for (activation_id, task_id) in &orphans {
         let detail = format!("task {task_id} of this claim is missing from the store");
-        claims::push_state(
-            conn,
+        tx.push_claim_state(
             activation_id,
             ClaimState::Quarantined,
             Some(&detail),
@@ -149,20 +147,20 @@ pub(super) fn quarantine_orphaned_claims(
 /// same order). Returns the ids of the Tasks it removed, whose session folders go once
 /// this transaction has committed.
 pub(super) fn compact(
-    conn: &Connection,
+    tx: &dyn WriteTx,
     now_ms: i64,
     retention_ms: i64,
 ) -> Result<(CompactionReport, Vec<String>), PlaneError> {
     let cutoff = now_ms - retention_ms;
-    let removed = retention::delete_settled_tasks(conn, cutoff)?;
+    let removed = tx.delete_settled_tasks(cutoff)?;
     let report = CompactionReport {
         quarantined_claims: 0,
         tasks: removed.len(),
-        claims: retention::delete_unused_claims(conn, cutoff)?,
-        evidence: retention::delete_unused_evidence(conn, cutoff)?,
-        reply_anchors: retention::delete_unused_anchors(conn, cutoff)?,
-        deliveries: retention::delete_unused_deliveries(conn, cutoff)?,
-        contexts: retention::delete_unused_contexts(conn, cutoff)?,
+        claims: tx.delete_unused_claims(cutoff)?,
+        evidence: tx.delete_unused_evidence(cutoff)?,
+        reply_anchors: tx.delete_unused_anchors(cutoff)?,
+        deliveries: tx.delete_unused_deliveries(cutoff)?,
+        contexts: tx.delete_unused_contexts(cutoff)?,
         sessions: 0,
     };
     Ok((report, removed))

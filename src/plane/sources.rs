@@ -8,9 +8,8 @@ use super::{PlaneError, TaskPlane};
 use crate::field_error::FieldError;
 use crate::ids::{self, check_identifier, check_locator};
 use crate::record::{ClaimState, Continuation, EvidenceKind, Locator};
-use crate::store::anchors::{self, Anchor};
+use crate::store::anchors::Anchor;
 use crate::store::evidence::{self, NewEvidence};
-use crate::store::{checkpoints, claims, deliveries, tasks};
 
 /// The source name of the A2A HTTP+JSON binding; it continues Tasks by explicit taskId.
 pub const A2A_SOURCE: &str = "a2a";
@@ -68,7 +67,7 @@ impl TaskPlane {
         );
         let now = self.now();
         self.write(move |tx| {
-            let task = tasks::owned(tx, &principal, &task_id)?
+            let task = tx.task_owned_by(&principal, &task_id)?
                 .ok_or_else(|| PlaneError::TaskNotFound(task_id.clone()))?;
             if !task.record.awaits_caller() {
                 return Err(PlaneError::NotAwaitingInput {
@@ -80,7 +79,7 @@ impl TaskPlane {
                 return Err(PlaneError::Invalid(FieldError::new("source", format!("task {task_id} came from source `{}`, not `{source}`", task.record.source))));
             }
             // Condition 2: the plane itself delivered that provider response for this Task.
-            let delivered = deliveries::delivered_response(tx.conn(), &task_id, &source, &response)?;
+            let delivered = tx.delivered_response(&task_id, &source, &response)?;
             if !delivered {
                 return Err(PlaneError::FailedPrecondition(format!(
                     "no delivered response {response} on source `{source}` for task {task_id}: a reply anchor \
@@ -91,7 +90,7 @@ impl TaskPlane {
                 task_id: task_id.clone(),
                 input_request_seq: task.input_request_seq,
             };
-            anchors::upsert(tx.conn(), &principal, &source, &response, &anchor, now)?;
+            tx.upsert_reply_anchor(&principal, &source, &response, &anchor, now)?;
             Ok(())
         })
     }
@@ -137,8 +136,9 @@ impl TaskPlane {
         &self,
         task_id: &str,
     ) -> Result<Vec<(String, String, bool, Value)>, PlaneError> {
-        self.read(|conn| {
-            Ok(evidence::for_task(conn, task_id)?
+        self.read(|tx| {
+            Ok(tx
+                .evidence_of_task(task_id)?
                 .into_iter()
                 .map(|e| {
                     (
@@ -154,7 +154,7 @@ impl TaskPlane {
 
     /// A source's durable cursor for this principal.
     pub fn checkpoint(&self, principal: &str, source: &str) -> Result<Option<String>, PlaneError> {
-        self.read(|conn| Ok(checkpoints::get(conn, principal, source)?))
+        self.read(|tx| Ok(tx.checkpoint(principal, source)?))
     }
 
     /// Advances a source's cursor, but only when every event it selected (`event_ids`) has
@@ -183,14 +183,14 @@ impl TaskPlane {
         let now = self.now();
         self.write(move |tx| {
             for event_id in &event_ids {
-                let claim = claims::state_of_event(tx.conn(), &principal, &source, event_id)?;
+                let claim = tx.claim_state_of_event(&principal, &source, event_id)?;
                 if matches!(claim, None | Some(ClaimState::Quarantined)) {
                     return Err(PlaneError::FailedPrecondition(format!(
                         "event {event_id} of source `{source}` has not been accepted; a checkpoint advances only after every selected event is accepted"
                     )));
                 }
             }
-            checkpoints::set(tx.conn(), &principal, &source, &cursor, now)?;
+            tx.set_checkpoint(&principal, &source, &cursor, now)?;
             Ok(())
         })
     }

@@ -12,12 +12,12 @@ use super::{PlaneError, TaskPlane};
 use crate::events::Accepted;
 use crate::record::{ClaimState, EvidenceKind, MessageRecord, PartRecord, TaskState};
 use crate::store::evidence::{self, NewEvidence};
-use crate::store::tasks::{self, InputRequest};
-use crate::store::{claims, WriteTx};
+use crate::store::tasks::InputRequest;
+use crate::store::WriteTx;
 
 /// Unhealthy evidence about an activation of a Task.
 fn unhealthy_wake_evidence(
-    tx: &WriteTx<'_, '_>,
+    tx: &dyn WriteTx,
     kind: &EvidenceKind,
     activation_id: &str,
     task_id: &str,
@@ -57,8 +57,7 @@ impl TaskPlane {
         let (activation_id, task_id) = (activation_id.to_string(), task_id.to_string());
         let now = self.now();
         self.write_publishing(move |tx| {
-            let conn = tx.conn();
-            let Some(claim) = claims::wake_claim(conn, &activation_id, &task_id)? else {
+            let Some(claim) = tx.wake_claim(&activation_id, &task_id)? else {
                 return Ok((
                     Delivery::Skipped(format!(
                         "activation {activation_id} has no claim for task {task_id}"
@@ -75,7 +74,7 @@ impl TaskPlane {
                     vec![],
                 ));
             }
-            let Some(task) = tasks::by_id(tx, &task_id)? else {
+            let Some(task) = tx.task_by_id(&task_id)? else {
                 return Ok((Delivery::Skipped(format!("task {task_id} is gone")), vec![]));
             };
             let state = task.record.state;
@@ -94,8 +93,7 @@ impl TaskPlane {
             let mut published = vec![];
             // WORKING, and no stale note (why an earlier turn failed, why it waited).
             if state != TaskState::Working || task.record.status_message.is_some() {
-                tasks::set_status(
-                    tx,
+                tx.set_task_status(
                     &task,
                     TaskState::Working,
                     None,
@@ -106,9 +104,9 @@ impl TaskPlane {
             }
             let n = claim.deliveries + 1;
             if claim.state == ClaimState::Accepted {
-                claims::push_state(conn, &activation_id, ClaimState::Woken, None, now)?;
+                tx.push_claim_state(&activation_id, ClaimState::Woken, None, now)?;
             }
-            claims::record_delivery(conn, &activation_id, n, now)?;
+            tx.record_wake_delivery(&activation_id, n, now)?;
             Ok((Delivery::Delivered { delivery: n }, published))
         })
     }
@@ -134,27 +132,19 @@ impl TaskPlane {
         );
         let now = self.now();
         self.write_publishing(move |tx| {
-            let conn = tx.conn();
-            claims::push_state(
-                conn,
-                &activation_id,
-                ClaimState::WakeFailed,
-                Some(&reason),
-                now,
-            )?;
+            tx.push_claim_state(&activation_id, ClaimState::WakeFailed, Some(&reason), now)?;
             unhealthy_wake_evidence(tx, &kind, &activation_id, &task_id, &reason, now)?;
-            let newest = claims::newest_for_task(conn, &task_id)?;
+            let newest = tx.newest_claim_of_task(&task_id)?;
             let mut published = vec![];
-            if let Some(task) = tasks::by_id(tx, &task_id)? {
+            if let Some(task) = tx.task_by_id(&task_id)? {
                 if newest.as_deref() == Some(activation_id.as_str())
                     && !task.record.state.is_terminal()
                     && !task.record.awaits_caller()
                 {
                     let message =
                         MessageRecord::agent(vec![PartRecord::text(caller_message.clone())]);
-                    tasks::append_history(tx, &task, &message)?;
-                    tasks::set_status(
-                        tx,
+                    tx.append_history(&task, &message)?;
+                    tx.set_task_status(
                         &task,
                         TaskState::Failed,
                         Some(&message),
@@ -194,8 +184,9 @@ impl TaskPlane {
     /// for its caller (an unanswered INPUT_REQUIRED/AUTH_REQUIRED Task waits for a newer
     /// continuation).
     pub fn wakes_to_replay(&self) -> Result<Vec<Accepted>, PlaneError> {
-        self.read(|conn| {
-            Ok(claims::newest_deliverable(conn)?
+        self.read(|tx| {
+            Ok(tx
+                .newest_deliverable_claims()?
                 .into_iter()
                 .map(|d| Accepted {
                     activation_id: d.activation_id,

@@ -27,7 +27,7 @@ pub struct WriteJob<R> {
 impl<R: Send + 'static> WriteJob<R> {
     pub(super) fn new(
         store: &Store,
-        work: impl FnMut(&WriteTx<'_, '_>) -> Result<R, PlaneError> + Send + 'static,
+        work: impl FnMut(&dyn WriteTx) -> Result<R, PlaneError> + Send + 'static,
         on_commit: Option<OnCommit<R>>,
     ) -> Self {
         let store = store.clone();

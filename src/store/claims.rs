@@ -7,7 +7,8 @@ use std::sync::LazyLock;
 use rusqlite::{params, Connection, OptionalExtension};
 
 use super::tasks::{awaits_caller_sql, live_states_sql};
-use super::{sql_list, Statements, StoreError, WriteTx};
+use super::writer::{SqliteWriteTx, Statements};
+use super::{sql_list, StoreError};
 use crate::record::{ClaimRoute, ClaimState, MessageRecord};
 
 /// The claim states `keep` selects, as an SQL list.
@@ -115,7 +116,7 @@ pub struct NewClaim<'a> {
 }
 
 /// Inserts a claim, ACCEPTED. Its first state record is [`record_accepted`].
-pub fn insert(tx: &WriteTx<'_, '_>, claim: &NewClaim<'_>) -> Result<(), StoreError> {
+pub fn insert(tx: &SqliteWriteTx<'_, '_>, claim: &NewClaim<'_>) -> Result<(), StoreError> {
     let direct_reply = claim.direct_reply.map(serde_json::to_string).transpose()?;
     tx.with_statement(
         "INSERT INTO claims (activation_id, principal, dedupe_key, source, route, task_id, context_id, digest, \
@@ -144,7 +145,7 @@ pub fn insert(tx: &WriteTx<'_, '_>, claim: &NewClaim<'_>) -> Result<(), StoreErr
 
 /// The claim's first state record, ACCEPTED: the durable wake record.
 pub fn record_accepted(
-    tx: &WriteTx<'_, '_>,
+    tx: &SqliteWriteTx<'_, '_>,
     activation_id: &str,
     now_ms: i64,
 ) -> Result<(), StoreError> {

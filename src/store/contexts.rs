@@ -3,7 +3,8 @@
 
 use rusqlite::{params, Connection, OptionalExtension};
 
-use super::{StoreError, WriteTx};
+use super::writer::SqliteWriteTx;
+use super::StoreError;
 
 /// The context of a conversation: one atomic upsert on (principal, source, key), so
 /// concurrent first messages get the same contextId. `new_context_id` is used only when
@@ -32,7 +33,7 @@ pub fn of_conversation(
 
 /// Inserts a context with no conversation key.
 pub fn insert_fresh(
-    tx: &WriteTx<'_, '_>,
+    tx: &SqliteWriteTx<'_, '_>,
     context_id: &str,
     principal: &str,
     source: &str,

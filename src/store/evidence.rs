@@ -5,7 +5,8 @@ use rusqlite::{params, Connection};
 use serde::Serialize;
 use serde_json::Value;
 
-use super::{StoreError, WriteTx};
+use super::writer::SqliteWriteTx;
+use super::{EvidenceRow, StoreError, WriteTx};
 use crate::digest::content_address;
 use crate::record::EvidenceKind;
 
@@ -21,31 +22,51 @@ pub struct NewEvidence<'a, C: Serialize + ?Sized = Value> {
 }
 
 /// Records evidence and returns its id, the content address of its content: the same
-/// content about the same Task (or about no Task) twice is one record.
+/// content about the same Task (or about no Task) twice is one record. The same for every
+/// backend: the id and the JSON texts are made here, the row is the backend's
+/// ([`WriteTx::insert_evidence`]).
 pub fn insert<C: Serialize + ?Sized>(
-    tx: &WriteTx<'_, '_>,
+    tx: &dyn WriteTx,
     evidence: &NewEvidence<'_, C>,
 ) -> Result<String, StoreError> {
     let content_text = serde_json::to_string(evidence.content)?;
     let id = content_address(content_text.as_bytes());
     let locator = serde_json::to_string(evidence.locator)?;
+    tx.insert_evidence(&EvidenceRow {
+        evidence_id: &id,
+        kind: evidence.kind,
+        healthy: evidence.healthy,
+        task_id: evidence.task_id,
+        activation_id: evidence.activation_id,
+        locator: &locator,
+        content: &content_text,
+        now_ms: evidence.now_ms,
+    })?;
+    Ok(id)
+}
+
+/// SQLite's [`WriteTx::insert_evidence`].
+pub(super) fn insert_row(
+    tx: &SqliteWriteTx<'_, '_>,
+    row: &EvidenceRow<'_>,
+) -> Result<(), StoreError> {
     tx.with_statement(
         "INSERT OR IGNORE INTO evidence (evidence_id, kind, healthy, task_id, activation_id, locator, content, recorded_ms) \
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
         |s| {
             s.execute(params![
-                id,
-                evidence.kind.as_str(),
-                evidence.healthy as i64,
-                evidence.task_id,
-                evidence.activation_id,
-                locator,
-                content_text,
-                evidence.now_ms
+                row.evidence_id,
+                row.kind.as_str(),
+                row.healthy as i64,
+                row.task_id,
+                row.activation_id,
+                row.locator,
+                row.content,
+                row.now_ms
             ])
         },
     )?;
-    Ok(id)
+    Ok(())
 }
 
 /// One stored piece of evidence.

@@ -77,7 +77,9 @@ impl Faults {
         *self.armed.lock().unwrap_or_else(|p| p.into_inner()) = None;
     }
 
-    pub(super) fn at(&self, step: &str) -> Result<(), StoreError> {
+    /// A write reached `step` (every backend's [`super::WriteTx::step`] calls this): the
+    /// armed action happens here, if it is this step's turn.
+    pub fn at(&self, step: &str) -> Result<(), StoreError> {
         self.record(format!("step {step}"));
         let mut armed = self.armed.lock().unwrap_or_else(|p| p.into_inner());
         let Some((name, action)) = armed.as_ref() else {

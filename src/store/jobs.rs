@@ -4,8 +4,8 @@
 //! full ([`InOrder`]), blocking callers' wait ([`wait_for_reply`]) and the hooks a batch's
 //! replies leave to its end ([`at_batch_end`]).
 //!
-//! The writer thread ([`super::writer`]) takes the jobs and runs them; nothing here
-//! touches the database.
+//! A backend's writer threads (SQLite's one, [`super::writer`]) take the jobs and run
+//! them; nothing here touches a database.
 
 use std::sync::mpsc::{self, Receiver, SyncSender};
 use std::sync::{Arc, Mutex};
@@ -22,14 +22,15 @@ const QUEUE_DEPTH: usize = 4096;
 /// being so). It must not block: it hands the outcome on (a channel, a Promise).
 pub type Reply<R, E> = Box<dyn FnOnce(Result<R, E>) + Send>;
 
-/// The writer's end of the queue.
-pub(super) type Jobs = Receiver<Box<dyn Job>>;
+/// The backend's end of the queue (SQLite's one writer takes jobs from it; a backend
+/// with several writers shares it among them).
+pub type Jobs = Receiver<Box<dyn Job>>;
 
 /// The callers' end of the queue.
-pub(super) type Queue = SyncSender<Box<dyn Job>>;
+pub type Queue = SyncSender<Box<dyn Job>>;
 
 /// A new queue of at most [`QUEUE_DEPTH`] writes.
-pub(super) fn queue() -> (Queue, Jobs) {
+pub fn queue() -> (Queue, Jobs) {
     mpsc::sync_channel(QUEUE_DEPTH)
 }
 
@@ -42,7 +43,7 @@ pub(super) fn submit<F, R, E>(
     reply: Reply<R, E>,
 ) -> Option<Blocked>
 where
-    F: FnMut(&WriteTx<'_, '_>) -> Result<R, E> + Send + 'static,
+    F: FnMut(&dyn WriteTx) -> Result<R, E> + Send + 'static,
     R: Send + 'static,
     E: From<StoreError> + Send + 'static,
 {
@@ -66,12 +67,14 @@ where
     }
 }
 
-/// A queued write, type-erased.
-pub(super) trait Job: Send {
-    /// Runs inside the batch transaction and keeps its result; returns whether it
+/// A queued write, type-erased. A backend runs it inside a write transaction, commits,
+/// and then completes it (or completes it with the error that kept the commit from
+/// happening); it never answers before the commit.
+pub trait Job: Send {
+    /// Runs inside the write transaction and keeps its result; returns whether it
     /// succeeded. May run a second time, in a new transaction, when the first one is
-    /// rolled back for another job's sake (see [`writer_loop`]).
-    fn run(&mut self, tx: &WriteTx<'_, '_>) -> bool;
+    /// rolled back for another job's sake (see [`super::writer::writer_loop`]).
+    fn run(&mut self, tx: &dyn WriteTx) -> bool;
     /// Answers with the kept result once the commit's fate is known (`Some` error: the
     /// commit failed).
     fn complete(self: Box<Self>, commit_error: Option<StoreError>);
@@ -92,11 +95,11 @@ struct TypedJob<F, R, E> {
 
 impl<F, R, E> Job for TypedJob<F, R, E>
 where
-    F: FnMut(&WriteTx<'_, '_>) -> Result<R, E> + Send,
+    F: FnMut(&dyn WriteTx) -> Result<R, E> + Send,
     R: Send + 'static,
     E: From<StoreError> + Send + 'static,
 {
-    fn run(&mut self, tx: &WriteTx<'_, '_>) -> bool {
+    fn run(&mut self, tx: &dyn WriteTx) -> bool {
         let result = (self.work)(tx);
         let ok = result.is_ok();
         self.result = Some(result);
@@ -113,9 +116,11 @@ where
         let result = match (result, commit_error) {
             (_, Some(err)) => Err(E::from(err)),
             (Some(result), None) => result,
-            (None, None) => Err(E::from(StoreError::Sqlite(
-                "a write was committed without being run (a bug in the store's writer)".into(),
-            ))),
+            (None, None) => Err(E::from(StoreError::Database {
+                backend: "store",
+                message: "a write was committed without being run (a bug in the store's writer)"
+                    .into(),
+            })),
         };
         // A panic in either hook must not take the writer thread down with it.
         let mut result = result;
@@ -153,7 +158,7 @@ thread_local! {
 
 /// Runs `answer` (the writer answering a batch's jobs), then the hooks its replies left to
 /// the end of the batch ([`at_batch_end`]).
-pub(super) fn answer_batch(answer: impl FnOnce()) {
+pub fn answer_batch(answer: impl FnOnce()) {
     BATCH_END.with(|hooks| hooks.borrow_mut().replace(Vec::new()));
     answer();
     let hooks = BATCH_END.with(|hooks| hooks.borrow_mut().take());

@@ -1,4 +1,5 @@
-//! The writer thread: the one connection that writes, what a job sees of it ([`WriteTx`],
+//! The writer thread: the one connection that writes, what a job sees of it
+//! ([`SqliteWriteTx`], the SQLite [`super::WriteTx`],
 //! with the statements the writer keeps compiled, [`Prepared`]), and the loop that runs
 //! queued jobs in batches, one transaction and one fsync per batch ([`writer_loop`]).
 //!
@@ -18,9 +19,9 @@ use super::{tasks, Faults, StoreError};
 /// How many queued writes one commit may carry.
 const MAX_BATCH: usize = 512;
 
-/// A write transaction as a job sees it: the writer's connection and its kept statements
-/// ([`Prepared`]) plus the fault-injection hook.
-pub struct WriteTx<'a, 'c> {
+/// The writer's transaction, which jobs see as a [`super::WriteTx`]: the writer's connection
+/// and its kept statements ([`Prepared`]) plus the fault-injection hook.
+pub struct SqliteWriteTx<'a, 'c> {
     prepared: &'a Prepared<'c>,
     faults: Option<&'a Faults>,
     /// The transaction's changes to the kept Task counts, written just before it commits
@@ -31,14 +32,14 @@ pub struct WriteTx<'a, 'c> {
     live: &'a RefCell<tasks::LiveRows>,
 }
 
-impl<'c> WriteTx<'_, 'c> {
+impl<'c> SqliteWriteTx<'_, 'c> {
     /// The writer's connection, for statements the typed store functions do not cover.
     /// Any statement may run here: the writer's kept rows of live Tasks
     /// ([`tasks::LiveRows`]) follow every change SQLite makes to the `tasks` table. One
     /// exception: SQLite reports nothing for the rows a `ROLLBACK TO <savepoint>` restores,
     /// so a job that rolls back to a savepoint of its own calls
-    /// [`WriteTx::forget_live_rows`] after it.
-    pub fn conn(&self) -> &'c Connection {
+    /// [`SqliteWriteTx::forget_live_rows`] after it.
+    pub(crate) fn conn(&self) -> &'c Connection {
         self.prepared.conn
     }
 
@@ -59,7 +60,7 @@ impl<'c> WriteTx<'_, 'c> {
     /// Forgets the writer's rows of live Tasks. Needed after a rollback only: SQLite
     /// reports the rows it changes ([`tasks::LiveRows`] follows them), not the rows a
     /// rollback restores.
-    pub fn forget_live_rows(&self) {
+    pub(crate) fn forget_live_rows(&self) {
         self.live.borrow_mut().clear();
     }
 
@@ -71,7 +72,7 @@ impl<'c> WriteTx<'_, 'c> {
 
     /// Marks a named step of the write; a test's [`Faults`] may crash or fail the process
     /// here. Free when no faults are configured.
-    pub fn step(&self, name: &str) -> Result<(), StoreError> {
+    pub(crate) fn step(&self, name: &str) -> Result<(), StoreError> {
         match self.faults {
             Some(faults) => faults.at(name),
             None => Ok(()),
@@ -80,10 +81,14 @@ impl<'c> WriteTx<'_, 'c> {
 }
 
 /// Where a store function runs a statement: a reader's [`Connection`] (rusqlite's
-/// statement cache) or the writer's [`WriteTx`] (its kept statements, [`Prepared`]). A
-/// read that both readers and writer jobs make takes `&impl Statements`, so the writer's
-/// hot reads skip rusqlite's cache like its writes do.
+/// statement cache) or the writer's [`SqliteWriteTx`] (its kept statements, [`Prepared`]).
+/// A read that both readers and writer jobs make takes `&impl Statements`, so the writer's
+/// hot reads skip rusqlite's cache like its writes do. Whatever is `Statements` is a
+/// [`super::ReadTx`] (`super::sqlite`).
 pub trait Statements {
+    /// The connection itself, for the functions that run statements on it directly.
+    fn connection(&self) -> &Connection;
+
     fn statement<R>(
         &self,
         sql: &'static str,
@@ -97,6 +102,10 @@ pub trait Statements {
 }
 
 impl Statements for Connection {
+    fn connection(&self) -> &Connection {
+        self
+    }
+
     fn statement<R>(
         &self,
         sql: &'static str,
@@ -107,7 +116,11 @@ impl Statements for Connection {
     }
 }
 
-impl Statements for WriteTx<'_, '_> {
+impl Statements for SqliteWriteTx<'_, '_> {
+    fn connection(&self) -> &Connection {
+        self.prepared.conn
+    }
+
     fn statement<R>(
         &self,
         sql: &'static str,
@@ -208,7 +221,7 @@ pub(super) fn writer_loop(
             }
             continue;
         }
-        let tx = WriteTx {
+        let tx = SqliteWriteTx {
             prepared: &prepared,
             faults,
             counts: RefCell::default(),
@@ -269,7 +282,7 @@ pub(super) fn writer_loop(
 /// here is isolated by its savepoint; an error that ends the transaction itself is
 /// returned for every job.
 fn run_isolated(
-    tx: &WriteTx<'_, '_>,
+    tx: &SqliteWriteTx<'_, '_>,
     batch: &mut [Box<dyn Job>],
     failed: Option<usize>,
 ) -> Result<(), StoreError> {

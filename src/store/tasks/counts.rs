@@ -13,7 +13,8 @@
 use rusqlite::params;
 
 use crate::record::TaskState;
-use crate::store::{StoreError, WriteTx};
+use crate::store::writer::SqliteWriteTx;
+use crate::store::StoreError;
 
 /// A transaction's changes to the kept counts: (principal, state) → Tasks more or fewer.
 #[derive(Debug, Clone, Default)]
@@ -37,7 +38,7 @@ impl CountChanges {
 }
 
 /// Writes the transaction's count changes (each non-zero sum once) and forgets them.
-pub fn write_counts(tx: &WriteTx<'_, '_>) -> Result<(), StoreError> {
+pub fn write_counts(tx: &SqliteWriteTx<'_, '_>) -> Result<(), StoreError> {
     let changes = std::mem::take(&mut *tx.counts.borrow_mut());
     for (principal, state, by) in changes.0 {
         if by == 0 {

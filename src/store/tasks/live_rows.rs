@@ -11,7 +11,7 @@
 //! kept rows by [`LiveRows::following`], counts them), and the kept rows account for each:
 //! [`super::insert`] and [`super::set_status`] record what their statement did, and any
 //! change they did not make (compaction's delete, a raw statement through
-//! [`WriteTx::conn`](crate::store::WriteTx::conn), a trigger) makes the writer forget
+//! [`SqliteWriteTx::conn`](crate::store::writer::SqliteWriteTx::conn), a trigger) makes the writer forget
 //! every kept row before it serves one again. SQLite reports no change for rows a rollback
 //! restores, so the writer forgets every kept row whenever it rolls anything back (a
 //! failed batch, a job's savepoint). The test
@@ -20,7 +20,7 @@
 //! and stored rows through an agent's writes and a rollback. Only what is small and hot is
 //! kept: live Tasks without a status message or input schema, at most
 //! [`LIVE_ROWS_AT_MOST`]. Readers never see them: only the writer's own reads
-//! ([`super::by_id`] on a [`WriteTx`](crate::store::WriteTx)) do.
+//! ([`super::by_id`] on the writer's [`SqliteWriteTx`](crate::store::writer::SqliteWriteTx)) do.
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -156,7 +156,7 @@ impl LiveRows {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{by_id, insert, set_status, NewTask};
+    use super::super::{by_id, NewTask};
     use super::*;
     use crate::record::Continuation;
     use crate::store::{Store, StoreOptions, WriteTx};
@@ -223,7 +223,7 @@ mod tests {
     /// the job could not show a stale one), the row its own read then serves, and the row
     /// the store holds.
     fn job(
-        tx: &WriteTx<'_, '_>,
+        tx: &dyn WriteTx,
         before: Before,
         raw: &str,
         after: After,
@@ -240,18 +240,19 @@ mod tests {
                     extensions: &[],
                     now_ms: 1_000,
                 };
-                insert(tx, &task)?;
+                tx.insert_task(&task)?;
                 None
             }
-            Before::Read => by_id(tx, "t-1")?,
+            Before::Read => tx.task_by_id("t-1")?,
         };
-        let kept = tx.live_rows().borrow().get("t-1").is_some();
-        tx.conn().execute(raw, [])?;
+        let sqlite = tx.sqlite().expect("a SQLite store");
+        let kept = sqlite.kept_task_row("t-1").is_some();
+        sqlite.conn().execute(raw, [])?;
         if let (After::SetStatus, Some(row)) = (after, &row) {
             let unchanged = InputRequest::Unchanged;
-            set_status(tx, row, TaskState::Working, None, 2_000, unchanged)?;
+            tx.set_task_status(row, TaskState::Working, None, 2_000, unchanged)?;
         }
-        Ok((kept, by_id(tx, "t-1")?, by_id(tx.conn(), "t-1")?))
+        Ok((kept, tx.task_by_id("t-1")?, by_id(sqlite.conn(), "t-1")?))
     }
 
     #[test]

@@ -8,7 +8,8 @@ use rusqlite::params;
 
 use super::{task_from_row, TaskRow, TASK_COLUMNS};
 use crate::record::MessageRecord;
-use crate::store::{Statements, StoreError};
+use crate::store::writer::Statements;
+use crate::store::StoreError;
 
 /// The ids of the Tasks whose id starts or ends with `fragment` (lowercase hex digits and
 /// `-`, checked by `ids::id_fragment`, so it holds no GLOB wildcard), at most `limit`, in

@@ -20,7 +20,8 @@ pub use list::{page, summaries, Page, PageCursor, PageQuery, SummaryFilter, Task
 pub use live_rows::LiveRows;
 pub use lookup::{earlier_in_context, first_message, ids_matching};
 
-use super::{sql_list, Statements, StoreError, WriteTx};
+use super::writer::{SqliteWriteTx, Statements};
+use super::{sql_list, StoreError};
 use crate::record::{ArtifactRecord, Continuation, MessageRecord, TaskRecord, TaskState};
 
 /// A Task's row, without history or artifacts.
@@ -200,7 +201,7 @@ pub struct NewTask<'a> {
 
 /// Inserts a Task whose history will hold one message ([`insert_first_message`] writes
 /// it); returns its `seq`. Its principal's count in its state goes up by one.
-pub fn insert(tx: &WriteTx<'_, '_>, task: &NewTask<'_>) -> Result<i64, StoreError> {
+pub fn insert(tx: &SqliteWriteTx<'_, '_>, task: &NewTask<'_>) -> Result<i64, StoreError> {
     let extensions = serde_json::to_string(task.extensions)?;
     // No `RETURNING seq`: SQLite runs a RETURNING clause as a trigger, and a statement with
     // a trigger copies every page it touches into a statement journal first. The row kept
@@ -250,7 +251,7 @@ pub fn insert(tx: &WriteTx<'_, '_>, task: &NewTask<'_>) -> Result<i64, StoreErro
 
 /// The first message of a Task just inserted (position 0 of its history).
 pub fn insert_first_message(
-    tx: &WriteTx<'_, '_>,
+    tx: &SqliteWriteTx<'_, '_>,
     task_seq: i64,
     message: &MessageRecord,
 ) -> Result<(), StoreError> {
@@ -299,7 +300,7 @@ pub fn artifacts(on: &impl Statements, task_seq: i64) -> Result<Vec<ArtifactReco
 }
 
 pub fn append_history(
-    tx: &WriteTx<'_, '_>,
+    tx: &SqliteWriteTx<'_, '_>,
     task: &TaskRow,
     message: &MessageRecord,
 ) -> Result<(), StoreError> {
@@ -313,7 +314,7 @@ pub fn append_history(
 }
 
 /// The position the Task's next artifact takes (0 when it has none yet).
-pub fn next_artifact_n(tx: &WriteTx<'_, '_>, task: &TaskRow) -> Result<i64, StoreError> {
+pub fn next_artifact_n(tx: &SqliteWriteTx<'_, '_>, task: &TaskRow) -> Result<i64, StoreError> {
     tx.with_statement(
         "SELECT COALESCE(MAX(n) + 1, 0) FROM artifacts WHERE task_seq = ?1",
         |s| s.query_row([task.seq], |r| r.get(0)),
@@ -321,7 +322,7 @@ pub fn next_artifact_n(tx: &WriteTx<'_, '_>, task: &TaskRow) -> Result<i64, Stor
 }
 
 pub fn append_artifact(
-    tx: &WriteTx<'_, '_>,
+    tx: &SqliteWriteTx<'_, '_>,
     task: &TaskRow,
     artifact: &ArtifactRecord,
 ) -> Result<(), StoreError> {
@@ -378,7 +379,7 @@ impl TaskRow {
 /// Sets a Task's status: its state, status message and time, and its input request
 /// ([`TaskRow::with_status`] makes the same changes to a row in memory).
 pub fn set_status(
-    tx: &WriteTx<'_, '_>,
+    tx: &SqliteWriteTx<'_, '_>,
     task: &TaskRow,
     state: TaskState,
     message: Option<&MessageRecord>,

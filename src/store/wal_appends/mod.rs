@@ -41,7 +41,7 @@ pub fn open_writer(path: &Path, flags: OpenFlags) -> Result<Connection, super::S
     conn.pragma_update(None, "synchronous", "FULL")?;
     let level: i64 = conn.query_row("PRAGMA synchronous", [], |r| r.get(0))?;
     if level < 2 {
-        return Err(super::StoreError::Sqlite(format!(
+        return Err(super::StoreError::sqlite(format!(
             "{}: the writer needs synchronous=FULL to hold WAL appends until the commit's \
              sync, but SQLite reports level {level}",
             path.display()

@@ -64,7 +64,7 @@ pub(super) fn register() -> Result<(), StoreError> {
             }
         })
         .clone()
-        .map_err(StoreError::Sqlite)
+        .map_err(StoreError::sqlite)
 }
 
 /// The wrapped VFS of `vfs`.
