@@ -45,7 +45,9 @@ Run (the venv: `python="$(bash tools/python-peer.sh)"`):
   "$python" benches/sdk-cluster-server.py --db postgresql://USER@127.0.0.1:PORT/DB [--port N]
     → prints "LISTENING <HTTP+JSON interface url> <token>"
 The database URL may come from A2A_PEER_DB_URL instead of --db; the token is
-A2A_PEER_TOKEN, or the benchmark's usual one. Not part of the product.
+A2A_PEER_TOKEN, or the benchmark's usual one. `--memory` instead of a database: the SDK's
+InMemoryTaskStore, the same server otherwise, to tell the database's share of the cost.
+Not part of the product.
 """
 
 import argparse
@@ -61,6 +63,7 @@ from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.cluster import DatabaseTaskEventStream, VersionedDatabaseTaskStore
 from a2a.server.events import EventQueue
 from a2a.server.request_handlers import DefaultRequestHandler
+from a2a.server.tasks import InMemoryTaskStore
 from a2a.server.routes import (
     create_agent_card_routes,
     create_jsonrpc_routes,
@@ -177,7 +180,11 @@ def agent_card(base: str) -> AgentCard:
     )
 
 
-async def serve(db_url: str, port: int, token: str) -> None:
+async def open_store(db_url: str | None):
+    """The SDK's cluster store and event stream on PostgreSQL at `db_url` (and the engine to
+    dispose of), or with `db_url` None its InMemoryTaskStore alone (--memory)."""
+    if db_url is None:
+        return InMemoryTaskStore(), None, None
     engine = create_async_engine(db_url)
     store = VersionedDatabaseTaskStore(engine)
     stream = DatabaseTaskEventStream(engine)
@@ -190,13 +197,22 @@ async def serve(db_url: str, port: int, token: str) -> None:
             f"sdk-cluster-server: could not open the database at {db_url}: {err}. Check that "
             "PostgreSQL runs there and the user may create tables in that database."
         )
+    return store, stream, engine
+
+
+async def serve(db_url: str | None, port: int, token: str) -> None:
+    store, stream, engine = await open_store(db_url)
+
+    async def dispose() -> None:
+        if engine is not None:
+            await engine.dispose()
 
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind(("127.0.0.1", port))
     except OSError as err:
-        await engine.dispose()
+        await dispose()
         sys.exit(f"sdk-cluster-server: cannot listen on 127.0.0.1:{port} (--port): {err}")
     base = f"http://127.0.0.1:{sock.getsockname()[1]}"
 
@@ -245,7 +261,7 @@ async def serve(db_url: str, port: int, token: str) -> None:
     finally:
         announcer.cancel()
         await handler.aclose()
-        await engine.dispose()
+        await dispose()
         sock.close()
 
 
@@ -253,8 +269,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--db", help="PostgreSQL URL (else A2A_PEER_DB_URL)")
     parser.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (0: any free)")
+    parser.add_argument(
+        "--memory",
+        action="store_true",
+        help="the SDK's InMemoryTaskStore instead of PostgreSQL (what the database costs)",
+    )
     args = parser.parse_args()
-    if args.db:
+    if args.memory:
+        if args.db:
+            sys.exit("sdk-cluster-server: --memory and --db exclude each other: give one")
+        url, source = None, None
+    elif args.db:
         url, source = args.db, "--db"
     elif os.environ.get("A2A_PEER_DB_URL"):
         url, source = os.environ["A2A_PEER_DB_URL"], "A2A_PEER_DB_URL"
@@ -269,7 +294,7 @@ def main() -> None:
             "sdk-cluster-server: A2A_PEER_TOKEN is set but unusable: give at least 16 "
             "characters without spaces, or unset it for the benchmark's token"
         )
-    asyncio.run(serve(asyncpg_url(url, source), args.port, token))
+    asyncio.run(serve(None if url is None else asyncpg_url(url, source), args.port, token))
 
 
 if __name__ == "__main__":
