@@ -80,6 +80,7 @@ from a2a.types.a2a_pb2 import (
     TaskState,
     TaskStatus,
 )
+from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import create_async_engine
 from starlette.applications import Starlette
 from starlette.authentication import (
@@ -193,8 +194,9 @@ async def open_store(db_url: str | None):
         await stream.initialize()
     except Exception as err:  # noqa: BLE001 - said to the person, then out
         await engine.dispose()
+        shown = make_url(db_url).render_as_string(hide_password=True)
         sys.exit(
-            f"sdk-cluster-server: could not open the database at {db_url}: {err}. Check that "
+            f"sdk-cluster-server: could not open the database at {shown}: {err}. Check that "
             "PostgreSQL runs there and the user may create tables in that database."
         )
     return store, stream, engine
