@@ -8,8 +8,11 @@
 # Usage: bash benches/fleet-peer.sh [seconds per case, default 5] [Tasks stored first,
 #        default 2000] [rounds, default 3]
 #
-# Cases: `POST /message:send` blocking until COMPLETED, then `GET /tasks/{id}` of the Tasks
-# the send case made (the generator's `--only send,get`), 64 keep-alive connections.
+# Cases (the generator's `--only send,get,intake`, 64 keep-alive connections):
+# `POST /message:send` blocking until COMPLETED, `GET /tasks/{id}` of the Tasks the send
+# case made, and intake, `POST /message:send` with `returnImmediately` (the SDK answers it
+# once the executor's first event is stored; this executor's only event is the COMPLETED
+# Task, so for the SDK it is the same work as the blocking send).
 # CPUs: the peer processes on CPU 1 (`taskset -c 1`; two processes share it, so two
 # measures what splitting one core's work over two processes on one database costs or
 # gains, not a second machine), the load generator on CPU 0, PostgreSQL not pinned (its
@@ -113,7 +116,7 @@ one() {
   echo "== round $1 of $rounds: one process (database fleet1_$1) =="
   make_db "fleet1_$1"
   peer "one.$1" "fleet1_$1"
-  load --url "$url" --pid "$pid" --seconds "$seconds" --only send,get | tee "$work/one.$1.out" | grep -v '^RESULT'
+  load --url "$url" --pid "$pid" --seconds "$seconds" --only send,get,intake | tee "$work/one.$1.out" | grep -v '^RESULT'
   stop_peers
 }
 
@@ -126,9 +129,9 @@ two() {
   peer "b.$1" "fleet2_$1"; local url_b="$url" pid_b="$pid"
   echo "-- filling $stored Tasks through A --"
   load --url "$url_a" --seconds 1 --only intake >/dev/null
-  load --url "$url_a" --pid "$pid_a" --seconds "$seconds" --only send,get >"$work/a.$1.out" &
+  load --url "$url_a" --pid "$pid_a" --seconds "$seconds" --only send,get,intake >"$work/a.$1.out" &
   local gen_a=$!
-  load --url "$url_b" --pid "$pid_b" --seconds "$seconds" --only send,get >"$work/b.$1.out" &
+  load --url "$url_b" --pid "$pid_b" --seconds "$seconds" --only send,get,intake >"$work/b.$1.out" &
   local gen_b=$!
   wait "$gen_a" || { say "the generator against A failed:"; cat "$work/a.$1.out" >&2; exit 1; }
   wait "$gen_b" || { say "the generator against B failed:"; cat "$work/b.$1.out" >&2; exit 1; }
@@ -161,8 +164,9 @@ awk -v rounds="$rounds" '
   END {
     label["send"] = "`POST /message:send`, blocking until COMPLETED"
     label["get"] = "`GET /tasks/{id}`"
-    split("send get", keys, " ")
-    for (k = 1; k <= 2; k++) {
+    label["intake"] = "`POST /message:send`, `returnImmediately`"
+    split("send get intake", keys, " ")
+    for (k = 1; k <= 3; k++) {
       key = keys[k]
       r1 = ""; q1 = ""; m1 = 0; r2 = ""; q2 = ""; m2 = 0; ratios = ""; each = ""
       for (r = 1; r <= rounds; r++) {

@@ -63,12 +63,12 @@ from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.cluster import DatabaseTaskEventStream, VersionedDatabaseTaskStore
 from a2a.server.events import EventQueue
 from a2a.server.request_handlers import DefaultRequestHandler
-from a2a.server.tasks import InMemoryTaskStore
 from a2a.server.routes import (
     create_agent_card_routes,
     create_jsonrpc_routes,
     create_rest_routes,
 )
+from a2a.server.tasks import InMemoryTaskStore
 from a2a.types.a2a_pb2 import (
     AgentCapabilities,
     AgentCard,
