@@ -127,9 +127,10 @@ fn result_response<T: Serialize + ?Sized>(
 
 /// A well-formed Request object.
 struct Call<'a> {
-    /// `None` for a notification.
-    id: Option<Value>,
-    method: String,
+    /// The id's JSON text as sent (a string, an integer or `null`); `None` for a
+    /// notification. Echoed as it came: the response's id is the same JSON value.
+    id: Option<&'a str>,
+    method: Cow<'a, str>,
     /// The params object's text, decoded once, straight into the method's request message.
     params: &'a [u8],
 }
@@ -161,6 +162,24 @@ fn string_of(raw: &RawValue) -> Option<Cow<'_, str>> {
         .map(Cow::Borrowed)
         .or_else(|_| serde_json::from_str::<String>(text).map(Cow::Owned))
         .ok()
+}
+
+/// Whether `text` (one JSON value, as sent) is an id JSON-RPC 2.0 allows: a string, an
+/// integer (within 64 bits) or `null`. Read from the text itself: no tree of `Value`s on
+/// every call (a JSON-RPC `GetTask` costs a little more than REST's `GET` at best).
+fn valid_id(text: &str) -> bool {
+    match text.as_bytes().first() {
+        Some(b'"') => true,
+        Some(b'n') => text == "null",
+        Some(b'-' | b'0'..=b'9') => text.parse::<i64>().is_ok() || text.parse::<u64>().is_ok(),
+        _ => false,
+    }
+}
+
+/// The id to show in a response: the request's (`null` when it had none).
+fn id_value(id: Option<&str>) -> Value {
+    id.and_then(|text| serde_json::from_str(text).ok())
+        .unwrap_or(Value::Null)
 }
 
 /// Reads a Request object; `Err` is the error to answer (with the id when it was usable).
@@ -196,13 +215,9 @@ fn read_call(body: &[u8]) -> Result<Call<'_>, (Value, Value)> {
         Err(e) if e.is_syntax() || e.is_eof() => return Err(parse_error(e)),
         Err(e) => return Err(invalid(Value::Null, &e.to_string())),
     };
-    let id = match envelope
-        .id
-        .map(|raw| serde_json::from_str::<Value>(raw.get()).unwrap_or(Value::Null))
-    {
+    let id = match envelope.id.map(RawValue::get) {
         None => None,
-        Some(id @ (Value::String(_) | Value::Null)) => Some(id),
-        Some(Value::Number(n)) if n.is_i64() || n.is_u64() => Some(Value::Number(n)),
+        Some(text) if valid_id(text) => Some(text),
         Some(_) => {
             return Err(invalid(
                 Value::Null,
@@ -210,12 +225,12 @@ fn read_call(body: &[u8]) -> Result<Call<'_>, (Value, Value)> {
             ))
         }
     };
-    let shown_id = id.clone().unwrap_or(Value::Null);
+    let shown_id = id_value(id);
     if envelope.jsonrpc.and_then(string_of).as_deref() != Some("2.0") {
         return Err(invalid(shown_id, "`jsonrpc` must be \"2.0\""));
     }
     let method = match envelope.method.and_then(string_of) {
-        Some(method) => method.into_owned(),
+        Some(method) => method,
         None => {
             return Err(invalid(
                 shown_id,
@@ -267,19 +282,18 @@ pub(super) async fn handle(caller: Caller, req: Request<Incoming>) -> Response<B
         Ok(call) => call,
         Err((id, error)) => return error_response(StatusCode::OK, &id, error, &extensions),
     };
-    let shown_id = call.id.clone().unwrap_or(Value::Null);
     if let Err(err) = version {
-        return a2a_error(&shown_id, &err, &extensions);
+        return a2a_error(&id_value(call.id), &err, &extensions);
     }
     let notification = call.id.is_none();
-    let id_text: Arc<str> = shown_id.to_string().into();
-    match dispatch(caller, call.method, call.params, id_text, notification).await {
+    let id_text: Arc<str> = call.id.unwrap_or("null").into();
+    match dispatch(caller, &call.method, call.params, id_text, notification).await {
         Ok(_) if notification => no_content(&extensions),
         Ok(response) => response,
         Err(_) if notification => no_content(&extensions),
-        Err(Refusal::A2a(err)) => a2a_error(&shown_id, &err, &extensions),
+        Err(Refusal::A2a(err)) => a2a_error(&id_value(call.id), &err, &extensions),
         Err(Refusal::Protocol(error)) => {
-            error_response(StatusCode::OK, &shown_id, error, &extensions)
+            error_response(StatusCode::OK, &id_value(call.id), error, &extensions)
         }
     }
 }
@@ -307,14 +321,14 @@ impl From<ApiError> for Refusal {
 /// Runs `method` for the caller; `id` is the request's id as JSON text.
 async fn dispatch(
     caller: Caller,
-    method: String,
+    method: &str,
     raw: &[u8],
     id: Arc<str>,
     notification: bool,
 ) -> Result<Response<Body>, Refusal> {
     let ctx = &caller.ctx;
     let extensions = ctx.extensions.clone();
-    match method.as_str() {
+    match method {
         "SendMessage" => {
             let request: SendMessageRequest =
                 wire::json::decode("SendMessageRequest", raw).map_err(ApiError::from)?;
@@ -393,7 +407,8 @@ mod tests {
 
     /// The id of the call `value` is, read as a body.
     fn read_call(value: Value) -> Result<Option<Value>, (Value, Value)> {
-        super::read_call(&serde_json::to_vec(&value).unwrap()).map(|call| call.id)
+        super::read_call(&serde_json::to_vec(&value).unwrap())
+            .map(|call| call.id.map(|text| serde_json::from_str(text).unwrap()))
     }
 
     #[test]
@@ -441,6 +456,19 @@ mod tests {
             refused(json!({"jsonrpc": "2.0", "id": 1.5, "method": "GetTask"})).0,
             Value::Null
         );
+        for id in [json!("a\"b"), json!(-5), json!(u64::MAX), Value::Null] {
+            let call = read_call(json!({"jsonrpc": "2.0", "id": id, "method": "GetTask"}));
+            assert_eq!(call.ok().unwrap(), Some(id.clone()), "id {id}");
+        }
+        let too_big = br#"{"jsonrpc": "2.0", "id": 18446744073709551616, "method": "GetTask"}"#;
+        assert!(
+            super::read_call(too_big).is_err(),
+            "an id past 64 bits is no integer id"
+        );
+        for id in [json!(true), json!({"a": 1}), json!([1])] {
+            let refused = refused(json!({"jsonrpc": "2.0", "id": id, "method": "GetTask"}));
+            assert_eq!(refused.1["code"], INVALID_REQUEST, "id {id}");
+        }
         assert_eq!(
             refused(json!({"jsonrpc": "2.0", "id": 1, "method": 3})).1["code"],
             INVALID_REQUEST

@@ -7,7 +7,7 @@ use std::task::Poll;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Limited};
+use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use hyper::header::{HeaderMap, HeaderValue, CONTENT_LENGTH, CONTENT_TYPE};
 use hyper::{Request, StatusCode};
@@ -97,7 +97,7 @@ pub async fn read_json_body(
     if declared.is_some_and(|n| n > limit as u64) {
         return Err(too_large());
     }
-    let mut collect = std::pin::pin!(Limited::new(req.into_body(), limit).collect());
+    let mut collect = std::pin::pin!(collect_body(req.into_body(), limit));
     // A small body has usually arrived with its head: read without a timer (registering
     // one with tokio's driver is most of the cost of reading such a body); only a body
     // still on its way is read against the timeout.
@@ -111,22 +111,47 @@ pub async fn read_json_body(
             "DEADLINE_EXCEEDED",
             "the request body did not arrive in time",
         )),
-        Ok(Err(err)) => {
-            if err
-                .downcast_ref::<http_body_util::LengthLimitError>()
-                .is_some()
-            {
-                Err(too_large())
-            } else {
-                Err(ApiError::new(
-                    StatusCode::BAD_REQUEST,
-                    "INVALID_ARGUMENT",
-                    format!("could not read the request body: {err}"),
-                ))
-            }
-        }
-        Ok(Ok(collected)) => Ok(collected.to_bytes()),
+        Ok(Err(BodyError::TooLarge)) => Err(too_large()),
+        Ok(Err(BodyError::Read(err))) => Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "INVALID_ARGUMENT",
+            format!("could not read the request body: {err}"),
+        )),
+        Ok(Ok(bytes)) => Ok(bytes),
     }
+}
+
+enum BodyError {
+    TooLarge,
+    Read(hyper::Error),
+}
+
+/// The body's data, at most `limit` bytes. A body that came in one frame (a small request
+/// usually does) is that frame's bytes as they are: no buffer list, no copy.
+async fn collect_body(mut body: Incoming, limit: usize) -> Result<Bytes, BodyError> {
+    let mut first = Bytes::new();
+    let mut more: Vec<u8> = Vec::new();
+    while let Some(frame) = body.frame().await {
+        let Ok(data) = frame.map_err(BodyError::Read)?.into_data() else {
+            continue; // trailers: nothing of the JSON body
+        };
+        if first.len() + more.len() + data.len() > limit {
+            return Err(BodyError::TooLarge);
+        }
+        if first.is_empty() && more.is_empty() {
+            first = data;
+        } else {
+            if more.is_empty() {
+                more.extend_from_slice(&first);
+            }
+            more.extend_from_slice(&data);
+        }
+    }
+    Ok(if more.is_empty() {
+        first
+    } else {
+        Bytes::from(more)
+    })
 }
 
 /// Query parameters, percent-decoded; `camelCase` and `snake_case` names both work.

@@ -266,3 +266,69 @@ fn sql_list<'a>(names: impl Iterator<Item = &'a str>) -> String {
     let names: Vec<String> = names.map(|n| format!("'{n}'")).collect();
     format!("({})", names.join(", "))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Root(PathBuf);
+    impl Drop for Root {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn open(tag: &str) -> (Root, Store) {
+        let root = Root(std::env::temp_dir().join(format!("tp-{tag}-{}", crate::ids::mint())));
+        let store = Store::open(&root.0, StoreOptions::default()).unwrap();
+        (root, store)
+    }
+
+    /// `Store::read` over the boundary: the read runs once and its own answer (value or
+    /// error) comes back as it gave it; a closed store answers `Closed` without running it.
+    #[test]
+    fn a_read_answers_what_it_returned_and_a_closed_store_runs_none() {
+        let (_root, store) = open("read-contract");
+        let mut runs = 0;
+        let found = store.read(|tx| {
+            runs += 1;
+            tx.task_by_id("t-missing")
+        });
+        assert!(matches!(found, Ok(None)), "{found:?}");
+        let refused: Result<(), StoreError> =
+            store.read(|_| Err(StoreError::Corrupt("the read's own error".into())));
+        assert!(matches!(refused, Err(StoreError::Corrupt(m)) if m == "the read's own error"));
+        store.close();
+        let closed = store.read(|_| {
+            runs += 1;
+            Ok::<_, StoreError>(())
+        });
+        assert!(matches!(closed, Err(StoreError::Closed)), "{closed:?}");
+        assert_eq!(runs, 1);
+    }
+
+    /// A SQLite refusal names SQLite (the boundary's errors name their backend).
+    #[test]
+    fn a_database_error_names_its_backend() {
+        let err = StoreError::from(rusqlite::Error::InvalidQuery);
+        assert!(
+            err.to_string().starts_with("task-plane store (SQLite): "),
+            "{err}"
+        );
+    }
+
+    /// The handle finds SQLite behind it (its tests' way to the database file); writes go
+    /// through the boundary and are read back through it.
+    #[test]
+    fn the_sqlite_handle_is_reachable_and_writes_cross_the_boundary() {
+        let (root, store) = open("handle");
+        let sqlite = store.sqlite().expect("SQLite holds the store");
+        assert_eq!(sqlite.db_path(), root.0.join(DB_FILE));
+        store
+            .write(|tx| tx.set_checkpoint("alice", "src", "cursor-1", 1_000))
+            .unwrap();
+        let cursor = store.read(|tx| tx.checkpoint("alice", "src")).unwrap();
+        assert_eq!(cursor.as_deref(), Some("cursor-1"));
+        store.close();
+    }
+}
