@@ -52,7 +52,7 @@ fn a_fresh_database_is_migrated_to_the_whole_schema_once() {
             "SELECT string_agg(column_name, ',' ORDER BY column_name) FROM information_schema.columns \
              WHERE table_name = 'claims' AND column_name LIKE 'lease%'"
         ),
-        "lease_expires_ms,lease_owner"
+        "lease_owner,lease_until"
     );
     let half_lease = store
         .with_transaction(|tx| {

@@ -2,7 +2,9 @@
 //!
 //! Version 1 of this line is the SQLite store's final shape (`store::schema`, versions 1–8)
 //! in PostgreSQL types, plus the fleet's wake lease on `claims` (the claim carries a pending
-//! wake): which node holds it (`lease_owner`) and until when (`lease_expires_ms`).
+//! wake): which node holds it (`lease_owner`) and until when (`lease_until`, on the
+//! database's clock: leases are compared with its `now()`, never a node's; see
+//! docs/fleet.md).
 //!
 //! `schema_migrations(version, applied_at)` records each applied version. Each migration
 //! runs in one transaction that first takes a transaction-scoped advisory lock, so nodes
@@ -91,13 +93,13 @@ CREATE TABLE claims (
   deliveries           BIGINT NOT NULL DEFAULT 0,
   claimed_ms           BIGINT NOT NULL,
   lease_owner          TEXT,
-  lease_expires_ms     BIGINT,
+  lease_until          TIMESTAMPTZ,
   UNIQUE (principal, dedupe_key),
-  CHECK ((lease_owner IS NULL) = (lease_expires_ms IS NULL))
+  CHECK ((lease_owner IS NULL) = (lease_until IS NULL))
 );
 CREATE INDEX claims_by_task ON claims(task_id, claimed_ms) WHERE task_id IS NOT NULL;
 CREATE INDEX claims_by_time ON claims(claimed_ms);
-CREATE INDEX claims_by_lease ON claims(lease_expires_ms) WHERE lease_owner IS NOT NULL;
+CREATE INDEX claims_by_lease ON claims(lease_until) WHERE lease_owner IS NOT NULL;
 
 -- Each claim's state records, in order: ACCEPTED, WOKEN, WAKE_DELIVERED n, WAKE_FAILED,
 -- QUARANTINED.
