@@ -182,8 +182,8 @@ fn unauthorized_explicit_task_id_fails() {
     );
     // Nothing of the refused attempts was stored.
     assert_eq!(
-        count(
-            plane.store().sqlite().expect("a SQLite store").db_path(),
+        count_in(
+            &plane,
             "SELECT COUNT(*) FROM claims WHERE principal = 'bob'"
         ),
         0

@@ -163,13 +163,7 @@ fn simple_interaction_returns_a_direct_message_and_a_duplicate_returns_the_prior
         .unwrap()
         .unwrap();
     assert_eq!(prior.direct_reply.unwrap(), reply);
-    assert_eq!(
-        count(
-            plane.store().sqlite().expect("a SQLite store").db_path(),
-            "SELECT COUNT(*) FROM tasks"
-        ),
-        0
-    );
+    assert_eq!(count_in(&plane, "SELECT COUNT(*) FROM tasks"), 0);
 }
 
 #[test]
@@ -233,13 +227,7 @@ fn concurrent_first_messages_resolve_one_context_id() {
     tasks.sort();
     tasks.dedup();
     assert_eq!(tasks.len(), n, "each message is its own Task");
-    assert_eq!(
-        count(
-            plane.store().sqlite().expect("a SQLite store").db_path(),
-            "SELECT COUNT(*) FROM contexts"
-        ),
-        1
-    );
+    assert_eq!(count_in(&plane, "SELECT COUNT(*) FROM contexts"), 1);
 }
 
 #[test]
@@ -288,13 +276,7 @@ fn redelivered_duplicate_provider_event_returns_the_prior_task() {
         matches!(err, PlaneError::DuplicateMessageId { .. }),
         "{err}"
     );
-    assert_eq!(
-        count(
-            plane.store().sqlite().expect("a SQLite store").db_path(),
-            "SELECT COUNT(*) FROM tasks"
-        ),
-        1
-    );
+    assert_eq!(count_in(&plane, "SELECT COUNT(*) FROM tasks"), 1);
 }
 
 #[test]

@@ -73,9 +73,15 @@ impl TaskPlane {
             Some(root) => PathBuf::from(root),
             None => config::store_root(&config::process_env).map_err(invalid_arg)?,
         };
+        // A2A_STORE_URL: a fleet's PostgreSQL instead of the embedded SQLite (an unusable
+        // value is refused here, naming the variable).
+        let store = config::store_backend(&config::process_env).map_err(invalid_arg)?;
         Ok(PlaneCall::new(move || {
-            let plane =
-                plane::TaskPlane::open(&root, PlaneOptions::default()).map_err(plane_error)?;
+            let options = PlaneOptions {
+                store,
+                ..PlaneOptions::default()
+            };
+            let plane = plane::TaskPlane::open(&root, options).map_err(plane_error)?;
             Ok(TaskPlane {
                 plane,
                 closing: std::sync::Arc::default(),

@@ -189,11 +189,35 @@ impl PgStore {
         if self.is_closed() {
             return Err(StoreError::Closed);
         }
+        off_the_runtime(|| {
+            let mut conn = self.connection()?;
+            let mut tx = conn.client.transaction().map_err(|e| store_error(&e))?;
+            let result = work(&mut tx).map_err(|e| store_error(&e))?;
+            tx.commit().map_err(|e| store_error(&e))?;
+            Ok(result)
+        })
+    }
+
+    /// [`Backend::read`] on a thread that may block.
+    fn read_here(&self, read: ReadJob<'_>) -> Result<(), StoreError> {
         let mut conn = self.connection()?;
-        let mut tx = conn.client.transaction().map_err(|e| store_error(&e))?;
-        let result = work(&mut tx).map_err(|e| store_error(&e))?;
-        tx.commit().map_err(|e| store_error(&e))?;
-        Ok(result)
+        let PgConnection { client, statements } = &mut *conn;
+        let tx = client
+            .build_transaction()
+            .read_only(true)
+            .isolation_level(IsolationLevel::RepeatableRead)
+            .start()
+            .map_err(|e| store_error(&e))?;
+        let tx = PgTx::read(tx, statements);
+        let result = read(&tx);
+        // The read has run: its result is the answer whatever ending the snapshot does.
+        if let Err(e) = tx.into_inner().commit() {
+            crate::log::warn(
+                "a2a_store_read_end_failed",
+                serde_json::json!({ "backend": BACKEND, "error": describe(&e) }),
+            );
+        }
+        result
     }
 
     fn connection(&self) -> Result<r2d2::PooledConnection<Manager>, StoreError> {
@@ -219,24 +243,7 @@ impl Backend for PgStore {
         if self.is_closed() {
             return Err(StoreError::Closed);
         }
-        let mut conn = self.connection()?;
-        let PgConnection { client, statements } = &mut *conn;
-        let tx = client
-            .build_transaction()
-            .read_only(true)
-            .isolation_level(IsolationLevel::RepeatableRead)
-            .start()
-            .map_err(|e| store_error(&e))?;
-        let tx = PgTx::read(tx, statements);
-        let result = read(&tx);
-        // The read has run: its result is the answer whatever ending the snapshot does.
-        if let Err(e) = tx.into_inner().commit() {
-            crate::log::warn(
-                "a2a_store_read_end_failed",
-                serde_json::json!({ "backend": BACKEND, "error": describe(&e) }),
-            );
-        }
-        result
+        off_the_runtime(|| self.read_here(read))
     }
 
     fn close(&self) {
@@ -353,5 +360,25 @@ fn attempt_job(job: &mut dyn Job, tx: PgTx<'_>) -> Attempt {
             let retry = e.code() == Some(&SqlState::T_R_SERIALIZATION_FAILURE);
             Attempt::RolledBack(Some(store_error(&e)), retry)
         }
+    }
+}
+
+/// Runs `work`, which blocks on the network, where blocking is allowed. The synchronous
+/// client drives each call on a runtime of its own, which tokio refuses inside another
+/// runtime's thread: the listener's handlers read on theirs (a SQLite read is a quick local
+/// call there). On a multi-thread runtime the worker hands its other tasks to another
+/// thread for as long as `work` runs (`block_in_place`); outside any runtime (the writer
+/// threads, a blocking pool's thread) it simply runs.
+fn off_the_runtime<R>(work: impl FnOnce() -> Result<R, StoreError>) -> Result<R, StoreError> {
+    use tokio::runtime::{Handle, RuntimeFlavor};
+    match Handle::try_current().map(|h| h.runtime_flavor()) {
+        Ok(RuntimeFlavor::CurrentThread) => Err(database_error(
+            "a PostgreSQL store was called on a current-thread tokio runtime, whose only thread \
+             cannot wait for the database; call it from a multi-thread runtime or a blocking \
+             thread (tokio::task::spawn_blocking)"
+                .into(),
+        )),
+        Ok(_) => tokio::task::block_in_place(work),
+        Err(_) => work(),
     }
 }

@@ -73,6 +73,7 @@ pub use wakes::Delivery;
 pub use write::WriteJob;
 
 use crate::clock::{Clock, SystemClock};
+use crate::config::StoreBackend;
 use crate::events::{Arrival, EventBus, TaskEvent};
 use crate::record::{Continuation, TaskRecord};
 use crate::store::{Faults, ReadTx, Store, StoreOptions, WriteTx};
@@ -85,6 +86,9 @@ pub struct PlaneOptions {
     pub retention_ms: i64,
     /// Test-only failure injection.
     pub faults: Option<Arc<Faults>>,
+    /// Where the durable store lives: the embedded SQLite under the root (default), or a
+    /// PostgreSQL database shared by a fleet (`A2A_STORE_URL`, [`crate::config::store_backend`]).
+    pub store: StoreBackend,
 }
 
 impl Default for PlaneOptions {
@@ -93,6 +97,7 @@ impl Default for PlaneOptions {
             clock: Arc::new(SystemClock),
             retention_ms: RETENTION_MS,
             faults: None,
+            store: StoreBackend::Sqlite,
         }
     }
 }
@@ -126,12 +131,13 @@ impl TaskPlane {
     /// Opens the store at `root` (taking its lock), then runs startup recovery and
     /// compaction. The A2A binding's source is registered already.
     pub fn open(root: &Path, options: PlaneOptions) -> Result<TaskPlane, PlaneError> {
-        let store = Store::open(
-            root,
-            StoreOptions {
-                faults: options.faults.clone(),
-            },
-        )?;
+        let store_options = StoreOptions {
+            faults: options.faults.clone(),
+        };
+        let store = match &options.store {
+            StoreBackend::Sqlite => Store::open(root, store_options)?,
+            StoreBackend::Postgres(url) => Store::open_postgres(root, url, store_options)?,
+        };
         let mut plane = TaskPlane {
             store,
             clock: options.clock,

@@ -52,7 +52,7 @@ mod writer;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 pub use boundary::{Backend, EvidenceRow, ReadJob, ReadTx, WriteTx};
 pub use faults::{FaultAction, Faults, ACCEPTANCE_STEPS};
@@ -157,6 +157,9 @@ pub struct Store {
     backend: Arc<dyn Backend>,
     /// Test-only: failure injection and the trace of syncs (for the root's directories).
     faults: Option<Arc<Faults>>,
+    /// The root's lock when the backend does not hold it itself (a database elsewhere,
+    /// [`Store::open_postgres`]): released on `close()`.
+    root_lock: Arc<Mutex<Option<std::fs::File>>>,
 }
 
 impl Store {
@@ -170,7 +173,31 @@ impl Store {
 
     /// A handle on a store some other backend opened (its root already set up).
     pub fn with_backend(backend: Arc<dyn Backend>, faults: Option<Arc<Faults>>) -> Store {
-        Store { backend, faults }
+        Store {
+            backend,
+            faults,
+            root_lock: Arc::default(),
+        }
+    }
+
+    /// Opens the PostgreSQL store `url` names, for this node, whose local store `root`
+    /// (Pi sessions, logs, the control socket) is created if needed and locked first: one
+    /// process per root, as with SQLite (see [`crate::pg::PgStore::open`]).
+    pub fn open_postgres(
+        root: &Path,
+        url: &crate::config::PostgresUrl,
+        options: StoreOptions,
+    ) -> Result<Store, StoreError> {
+        let trace = options.faults.as_deref();
+        durable::create_dir_all(root, 0o700, trace).map_err(|e| StoreError::Io {
+            path: root.to_path_buf(),
+            message: format!("cannot create the store directory: {e}"),
+        })?;
+        let lock = root_lock::take(root, trace)?;
+        let pg = crate::pg::PgStore::open(url, root, crate::pg::PgOptions::default())?;
+        let store = Store::with_backend(Arc::new(pg), options.faults);
+        *store.root_lock.lock().unwrap_or_else(|p| p.into_inner()) = Some(lock);
+        Ok(store)
     }
 
     pub fn root(&self) -> &Path {
@@ -252,7 +279,12 @@ impl Store {
     /// Stops the writer after the writes already queued, closes every connection and
     /// releases the root's lock. Idempotent.
     pub fn close(&self) {
-        self.backend.close()
+        self.backend.close();
+        // Closing the file releases the flock (after the backend let go of the root).
+        self.root_lock
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
     }
 
     pub fn is_closed(&self) -> bool {

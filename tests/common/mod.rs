@@ -39,8 +39,34 @@ impl TempRoot {
 
 impl Drop for TempRoot {
     fn drop(&mut self) {
+        postgres::forget_databases_under(&self.0);
         let _ = std::fs::remove_dir_all(&self.0);
     }
+}
+
+/// `options` for a plane on the store `root`: as given on SQLite; with
+/// `A2A_TEST_STORE=postgres`, on a database of the root's own (the same one each time the
+/// root is opened), so the suites run unchanged against both backends.
+pub fn on_test_store(root: &Path, options: PlaneOptions) -> PlaneOptions {
+    if !postgres::suites_on_postgres() {
+        return options;
+    }
+    let url = postgres::database_of(root).url();
+    let env = |name: &str| (name == "A2A_STORE_URL").then(|| url.clone());
+    PlaneOptions {
+        store: a2a_task_plane::config::store_backend(&env).unwrap(),
+        ..options
+    }
+}
+
+/// Whether the plane's suites run on SQLite in this run (a test of SQLite's own files,
+/// fsyncs or locks returns early on PostgreSQL, saying so).
+pub fn on_sqlite(test: &str) -> bool {
+    let sqlite = !postgres::suites_on_postgres();
+    if !sqlite {
+        eprintln!("{test}: a test of the SQLite store's own files; not run on PostgreSQL");
+    }
+    sqlite
 }
 
 fn uuid() -> String {
@@ -50,30 +76,24 @@ fn uuid() -> String {
 pub const T0: i64 = 1_800_000_000_000;
 
 pub fn open_with_clock(root: &Path, clock: &ManualClock) -> TaskPlane {
-    TaskPlane::open(
-        root,
-        PlaneOptions {
-            clock: Arc::new(clock.clone()),
-            ..PlaneOptions::default()
-        },
-    )
-    .unwrap()
+    let options = PlaneOptions {
+        clock: Arc::new(clock.clone()),
+        ..PlaneOptions::default()
+    };
+    TaskPlane::open(root, on_test_store(root, options)).unwrap()
 }
 
 /// A plane whose store injects failures (and traces steps and syncs) through `faults`.
 pub fn open_with_faults(root: &Path, faults: &Arc<a2a_task_plane::store::Faults>) -> TaskPlane {
-    TaskPlane::open(
-        root,
-        PlaneOptions {
-            faults: Some(faults.clone()),
-            ..PlaneOptions::default()
-        },
-    )
-    .unwrap()
+    let options = PlaneOptions {
+        faults: Some(faults.clone()),
+        ..PlaneOptions::default()
+    };
+    TaskPlane::open(root, on_test_store(root, options)).unwrap()
 }
 
 pub fn open(root: &Path) -> TaskPlane {
-    TaskPlane::open(root, PlaneOptions::default()).unwrap()
+    TaskPlane::open(root, on_test_store(root, PlaneOptions::default())).unwrap()
 }
 
 pub fn user(message_id: &str, text: &str) -> MessageRecord {
@@ -130,6 +150,19 @@ pub fn runtime() -> tokio::runtime::Runtime {
         .enable_all()
         .build()
         .unwrap()
+}
+
+/// The single number `sql` (a `SELECT COUNT(*) …` in SQL both backends read alike)
+/// answers on `plane`'s store, read outside the plane: from the SQLite file, or with psql
+/// from the root's PostgreSQL database.
+pub fn count_in(plane: &TaskPlane, sql: &str) -> i64 {
+    match plane.store().sqlite() {
+        Some(sqlite) => count(sqlite.db_path(), sql),
+        None => postgres::database_of(plane.root())
+            .psql(sql)
+            .parse()
+            .unwrap(),
+    }
 }
 
 /// Rows in a table (through a fresh read-only connection, outside the plane).

@@ -1,17 +1,19 @@
 //! A real, throwaway PostgreSQL server for the tests of the PostgreSQL store.
 //!
 //! [`TestDatabase::new`] gives a fresh, empty database on a cluster shared by the tests of
-//! one binary that run at the same time: the first starts the cluster (initdb in a temp
-//! dir, listening on 127.0.0.1 only at a free port, its unix socket in the temp dir,
-//! `fsync=on`, `synchronous_commit=on`), the last to drop its database stops it
-//! (`pg_ctl stop -m fast` on that data dir, i.e. that postmaster's pid) and removes the dir.
+//! one binary: the first to ask starts the cluster (initdb in a temp dir, listening on
+//! 127.0.0.1 only at a free port, its unix socket in the temp dir, `fsync=on`,
+//! `synchronous_commit=on`); it is stopped (`pg_ctl stop -m fast` on that data dir, i.e.
+//! that postmaster's pid) and its dir removed when the test binary exits.
+//! With `A2A_TEST_STORE=postgres` the plane's own suites run on it too, each store root on
+//! a database of its own ([`database_of`], through `common::on_test_store`).
 //! The server binaries come from `tools/ensure-postgres.sh` (which installs Debian's
 //! `postgresql` package when it is missing and the tests run as root). PostgreSQL refuses
 //! to run as root: then initdb and pg_ctl run as the `postgres` user, in a temp dir it owns.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// The database superuser the clusters are made with (password auth over TCP).
@@ -27,18 +29,30 @@ pub struct TestPostgres {
     pid: u32,
 }
 
-/// The cluster the tests of this binary share while at least one holds it.
-static SHARED: Mutex<Weak<TestPostgres>> = Mutex::new(Weak::new());
+/// The cluster the tests of this binary share: started by the first that asks, kept
+/// for the rest of the process (one initdb per test binary, not one per test that
+/// happens to run alone) and stopped when the process exits ([`stop_shared`]).
+static SHARED: Mutex<Option<Arc<TestPostgres>>> = Mutex::new(None);
+
+/// Stops the shared cluster: run by the C library's `exit` once the tests are done (the
+/// test harness returns from `main`), so no server outlives its test binary.
+extern "C" fn stop_shared() {
+    let cluster = SHARED.lock().unwrap_or_else(|p| p.into_inner()).take();
+    drop(cluster);
+}
 
 impl TestPostgres {
-    /// The shared cluster, started when no test holds it.
+    /// The shared cluster, started when no test has asked yet.
     pub fn shared() -> Arc<TestPostgres> {
         let mut shared = SHARED.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(running) = shared.upgrade() {
-            return running;
+        if let Some(running) = shared.as_ref() {
+            return running.clone();
         }
         let started = Arc::new(TestPostgres::start());
-        *shared = Arc::downgrade(&started);
+        *shared = Some(started.clone());
+        // SAFETY: registers a plain function with no arguments, as atexit requires.
+        let registered = unsafe { libc::atexit(stop_shared) };
+        assert_eq!(registered, 0, "atexit refused the shared cluster's stop");
         started
     }
 
@@ -314,4 +328,42 @@ pub fn wait_gone(pid: u32, limit: Duration) -> bool {
         std::thread::sleep(Duration::from_millis(20));
     }
     false
+}
+
+/// Whether this run puts the plane's suites on PostgreSQL (`A2A_TEST_STORE=postgres`,
+/// set by `tools/test.sh` for its second pass) instead of SQLite.
+pub fn suites_on_postgres() -> bool {
+    match std::env::var("A2A_TEST_STORE").as_deref() {
+        Ok("postgres") => true,
+        Ok("" | "sqlite") | Err(_) => false,
+        Ok(other) => panic!("A2A_TEST_STORE={other}: use `postgres` or `sqlite`"),
+    }
+}
+
+/// The databases of the store roots opened on PostgreSQL, by root: a root opened again
+/// (a restart) finds its database. Dropped with the test's [`super::TempRoot`].
+static DATABASES: Mutex<Vec<(PathBuf, Arc<TestDatabase>)>> = Mutex::new(Vec::new());
+
+/// The database of the store `root` (made on first use).
+pub fn database_of(root: &Path) -> Arc<TestDatabase> {
+    let mut databases = DATABASES.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some((_, db)) = databases.iter().find(|(r, _)| r == root) {
+        return db.clone();
+    }
+    let db = Arc::new(TestDatabase::new());
+    databases.push((root.to_path_buf(), db.clone()));
+    db
+}
+
+/// Forgets (and so drops) the databases of the roots under `dir`.
+pub fn forget_databases_under(dir: &Path) {
+    let gone: Vec<_> = {
+        let mut databases = DATABASES.lock().unwrap_or_else(|p| p.into_inner());
+        let (gone, kept) = std::mem::take(&mut *databases)
+            .into_iter()
+            .partition(|(root, _)| root.starts_with(dir));
+        *databases = kept;
+        gone
+    };
+    drop(gone);
 }

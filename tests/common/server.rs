@@ -64,6 +64,7 @@ impl Server {
             json!({"credentials": [{"token": ALICE, "principal": "alice"}, {"token": BOB, "principal": "bob"}]}).to_string(),
         )
         .unwrap();
+        let options = super::on_test_store(&tmp.store(), options);
         let plane = TaskPlane::open(&tmp.store(), options).unwrap();
         let mut config = ListenerConfig::new(credentials);
         config.port = 0;
