@@ -194,7 +194,11 @@ impl Store {
             message: format!("cannot create the store directory: {e}"),
         })?;
         let lock = root_lock::take(root, trace)?;
-        let pg = crate::pg::PgStore::open(url, root, crate::pg::PgOptions::default())?;
+        let pg_options = crate::pg::PgOptions {
+            faults: options.faults.clone(),
+            ..crate::pg::PgOptions::default()
+        };
+        let pg = crate::pg::PgStore::open(url, root, pg_options)?;
         let store = Store::with_backend(Arc::new(pg), options.faults);
         *store.root_lock.lock().unwrap_or_else(|p| p.into_inner()) = Some(lock);
         Ok(store)
@@ -278,6 +282,11 @@ impl Store {
 
     /// Stops the writer after the writes already queued, closes every connection and
     /// releases the root's lock. Idempotent.
+    /// The space the store takes, in bytes (SQLite's files; PostgreSQL's database).
+    pub fn bytes(&self) -> Result<u64, StoreError> {
+        self.backend.bytes()
+    }
+
     pub fn close(&self) {
         self.backend.close();
         // Closing the file releases the flock (after the backend let go of the root).
@@ -290,6 +299,21 @@ impl Store {
     pub fn is_closed(&self) -> bool {
         self.backend.is_closed()
     }
+}
+
+/// The bytes of the SQLite database under `root`: the file, its WAL and shared memory
+/// (readable without opening the store: the offline inspector's figure too).
+pub fn file_bytes(root: &Path) -> u64 {
+    let db = root.join(DB_FILE);
+    ["", "-wal", "-shm"]
+        .iter()
+        .filter_map(|suffix| {
+            let mut name = db.as_os_str().to_owned();
+            name.push(suffix);
+            std::fs::metadata(PathBuf::from(name)).ok()
+        })
+        .map(|m| m.len())
+        .sum()
 }
 
 /// `('a', 'b')`: store names as an SQL list for `IN`. The names are the enums' own (never
