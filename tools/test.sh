@@ -13,4 +13,8 @@ bash "$repo/tools/ensure-postgres.sh" >/dev/null
 # --release, with the target triple setup.sh exported (CARGO_BUILD_TARGET), shares one
 # dependency build with the addon that setup.sh just built.
 cargo test --release
+# Second pass: the plane's backend-neutral suites with the plane on PostgreSQL (the same
+# test binaries; suites that open the SQLite file or inject its faults test SQLite itself).
+A2A_TEST_STORE=postgres cargo test --release --test contract_intake --test contract_continuation \
+  --test contract_reads --test agent_tools --test wake_status_messages
 node --test --test-concurrency=1 '__test__/**/*.test.ts'

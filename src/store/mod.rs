@@ -158,7 +158,7 @@ pub struct Store {
     /// Test-only: failure injection and the trace of syncs (for the root's directories).
     faults: Option<Arc<Faults>>,
     /// The root's lock when the backend does not hold it itself (a database elsewhere,
-    /// [`Store::open_postgres`]): released on `close()`.
+    /// [`Store::open_with_backend`]): released on `close()`.
     root_lock: Arc<Mutex<Option<std::fs::File>>>,
 }
 
@@ -180,13 +180,14 @@ impl Store {
         }
     }
 
-    /// Opens the PostgreSQL store `url` names, for this node, whose local store `root`
-    /// (Pi sessions, logs, the control socket) is created if needed and locked first: one
-    /// process per root, as with SQLite (see [`crate::pg::PgStore::open`]).
-    pub fn open_postgres(
+    /// A store whose database lives elsewhere (a fleet's PostgreSQL: `pg::open_store`),
+    /// for this node, whose local store `root` (Pi sessions, logs, the control socket) is
+    /// created if needed and locked first, one process per root as with SQLite; then
+    /// `open_backend` opens the backend.
+    pub fn open_with_backend(
         root: &Path,
-        url: &crate::config::PostgresUrl,
         options: StoreOptions,
+        open_backend: impl FnOnce() -> Result<Arc<dyn Backend>, StoreError>,
     ) -> Result<Store, StoreError> {
         let trace = options.faults.as_deref();
         durable::create_dir_all(root, 0o700, trace).map_err(|e| StoreError::Io {
@@ -194,12 +195,7 @@ impl Store {
             message: format!("cannot create the store directory: {e}"),
         })?;
         let lock = root_lock::take(root, trace)?;
-        let pg_options = crate::pg::PgOptions {
-            faults: options.faults.clone(),
-            ..crate::pg::PgOptions::default()
-        };
-        let pg = crate::pg::PgStore::open(url, root, pg_options)?;
-        let store = Store::with_backend(Arc::new(pg), options.faults);
+        let store = Store::with_backend(open_backend()?, options.faults);
         *store.root_lock.lock().unwrap_or_else(|p| p.into_inner()) = Some(lock);
         Ok(store)
     }
