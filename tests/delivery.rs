@@ -128,7 +128,7 @@ fn a_lookup_delivery_without_its_reconciler_fails_closed_as_ambiguous() {
     assert_eq!(
         count_in(
             &plane,
-            "SELECT COUNT(*) FROM evidence WHERE kind = 'delivery_ambiguous' AND healthy = 0"
+            "SELECT COUNT(*) FROM evidence WHERE kind = 'delivery_ambiguous' AND NOT healthy"
         ),
         1
     );

@@ -265,7 +265,7 @@ fn startup_quarantines_a_claim_whose_task_is_missing() {
     assert_eq!(
         count_in(
             &plane,
-            "SELECT COUNT(*) FROM evidence WHERE healthy = 0 AND kind = 'claim_quarantined'"
+            "SELECT COUNT(*) FROM evidence WHERE NOT healthy AND kind = 'claim_quarantined'"
         ),
         1
     );

@@ -182,6 +182,25 @@ pub fn execute_in(plane: &TaskPlane, sql: &str) {
         .unwrap();
 }
 
+/// The rows `sql` (one text column, its values written in it) answers on `plane`'s
+/// store, read outside the plane (the SQLite file, or psql on PostgreSQL).
+pub fn text_rows_in(plane: &TaskPlane, sql: &str) -> Vec<String> {
+    if postgres::suites_on_postgres() {
+        let out = postgres::database_of(plane.root()).psql(sql);
+        return out.lines().map(str::to_string).collect();
+    }
+    let db = plane.root().join(a2a_task_plane::store::DB_FILE);
+    let conn =
+        rusqlite::Connection::open_with_flags(db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .unwrap();
+    let mut statement = conn.prepare(sql).unwrap();
+    statement
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect()
+}
+
 /// [`count_in`] for the store at `root`, open or not.
 pub fn count_at(root: &Path, sql: &str) -> i64 {
     if postgres::suites_on_postgres() {
