@@ -16,7 +16,6 @@ use a2a_task_plane::plane::{
     content_address, DeliveryLease, DeliveryOutcome, DeliveryRequest, DeliveryStart, PlaneError,
     Reconciler, Recovery, SendFailure, TaskPlane,
 };
-use a2a_task_plane::store::StoreError;
 use common::*;
 
 fn request(id: &str, payload: &str, recovery: Recovery) -> DeliveryRequest {
