@@ -321,12 +321,6 @@ fn a_full_disk_returns_an_error_records_nothing_and_the_store_recovers() {
     plane
         .accept_in_context("alice", None, user("small-1", "x"), vec![])
         .unwrap();
-    let db = plane
-        .store()
-        .sqlite()
-        .expect("a SQLite store")
-        .db_path()
-        .to_path_buf();
     // Cap the database at its current size: SQLite now fails growth with SQLITE_FULL,
     // exactly as on a full disk.
     plane
