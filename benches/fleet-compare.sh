@@ -24,6 +24,13 @@
 # Then `FLEET <side> <nodes> <case> <round> <process> <req/s> <p50 ms> <p99 ms> <peak RSS MB>`
 # lines, one per generator.
 #
+# Our agent's rejected writes are counted, not hidden: each `agent: <task>: <error>` line
+# ours-server.ts logs, per case, and in total under the table (on PostgreSQL a startWork
+# issued back to back with its complete can reach the database after it and be refused
+# as a change to a completed Task: the Task ends COMPLETED, without its WORKING step).
+# FLEET_OURS_ARGS=--awaiting makes our agent await each write before the next (no such
+# refusals; one commit more per Task on the critical path).
+#
 # Usage: bash benches/fleet-compare.sh [seconds per case, default 5] [Tasks stored first,
 #        default 2000] [rounds, default 2]
 # A benchmark, not a test: other load on the machine moves the numbers.
@@ -54,6 +61,10 @@ else
   pinning="NOT pinned (needs 2 CPUs and taskset): the figures are not one-core figures"
 fi
 
+case "${FLEET_OURS_ARGS:-}" in
+  "" | --awaiting) ;;
+  *) say "FLEET_OURS_ARGS must be empty or --awaiting (ours-server.ts's one option), not '$FLEET_OURS_ARGS'"; exit 2 ;;
+esac
 load_before="$(cut -d' ' -f1-3 /proc/loadavg)"
 # PostgreSQL, the temp dir $work, the pids to stop at exit: benches/fleet-pg.sh.
 . "$repo/benches/fleet-pg.sh"
@@ -65,7 +76,8 @@ server() {
   # Emptied here: a LISTENING line left from an earlier start must not be read as this one's.
   : >"$log"
   case "$1" in
-    ours) A2A_STORE_URL="$(pg_url "$3")" "${server_cpu[@]}" node benches/ours-server.ts >"$log" 2>&1 & ;;
+    # shellcheck disable=SC2086 # FLEET_OURS_ARGS: words for ours-server.ts, split on purpose
+    ours) A2A_STORE_URL="$(pg_url "$3")" "${server_cpu[@]}" node benches/ours-server.ts ${FLEET_OURS_ARGS:-} >"$log" 2>&1 & ;;
     sdk) "${server_cpu[@]}" "$python" benches/sdk-cluster-server.py --db "$(pg_url "$3")" >"$log" 2>&1 & ;;
   esac
   pid=$!
@@ -105,6 +117,12 @@ measure() {
     grep -v '^RESULT' "$work/$name.${proc[$n]}.out"
   done
   stop_servers
+  if [ "$side" = ours ]; then
+    local refused
+    refused="$(cat "$work/$name".*.log | grep -c '^agent:' || true)"
+    echo "$side $nodes $key $round $refused" >>"$work/refused.txt"
+    [ "$refused" = 0 ] || echo "-- our agent's writes refused: $refused, e.g. $(cat "$work/$name".*.log | grep -m1 '^agent:') --"
+  fi
 }
 
 for round in $(seq "$rounds"); do
@@ -152,6 +170,8 @@ awk -v rounds="$rounds" '
         label[key], nodes, median(ro), median(qo), median(rs), median(qs), median(ratios), each
     }
   }' "$work"/*.out
+echo
+echo "Our agent's writes refused (all cases and rounds, fill included): $(awk '{ n += $5 } END { print n + 0 }' "$work/refused.txt")$( [ -n "${FLEET_OURS_ARGS:-}" ] && echo "; ours ran with $FLEET_OURS_ARGS")."
 echo
 awk 'FNR == 1 { f = FILENAME; sub(/.*\//, "", f); split(f, part, ".") } $1 == "RESULT" { print "FLEET", part[1], part[2], part[3], part[4], part[5], $3, $4, $5, $6 }' \
   "$work"/*.out
