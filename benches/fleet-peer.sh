@@ -39,11 +39,6 @@ rounds="${3:-3}"
 [[ "$stored" =~ ^[0-9]+$ ]] || { say "Tasks stored must be a whole number, not '$stored'"; exit 2; }
 [[ "$rounds" =~ ^[1-9][0-9]*$ ]] || { say "rounds must be a positive whole number, not '$rounds'"; exit 2; }
 
-pg_bin="${PG_BIN:-$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1)}"
-[ -x "$pg_bin/initdb" ] && [ -x "$pg_bin/pg_ctl" ] || {
-  say "no PostgreSQL server binaries (initdb, pg_ctl) in '${pg_bin:-/usr/lib/postgresql/*/bin}': install Debian's postgresql package (apt-get install postgresql), or set PG_BIN to the bin dir of one"
-  exit 1
-}
 python="$(bash "$repo/tools/python-peer.sh")"
 . "$repo/tools/setup.sh"
 say() { echo "fleet-peer: $*" >&2; } # setup.sh has its own
@@ -62,33 +57,8 @@ else
 fi
 
 load_before="$(cut -d' ' -f1-3 /proc/loadavg)"
-work="$(mktemp -d)"
-pids=()
-pg_started=""
-as_pg=()
-if [ "$(id -u)" = 0 ]; then
-  as_pg=(runuser -u postgres --)
-  chown postgres "$work"
-fi
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
-  if [ -n "$pg_started" ]; then "${as_pg[@]}" "$pg_bin/pg_ctl" -D "$work/pg" -m fast -w stop >/dev/null 2>&1 || true; fi
-  rm -rf "$work"
-}
-trap cleanup EXIT
-
-# A free port on 127.0.0.1 for PostgreSQL (the peers take port 0 and print theirs).
-pg_port="$("$python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
-"${as_pg[@]}" "$pg_bin/initdb" -D "$work/pg" -U postgres -A trust --no-instructions >"$work/initdb.log" 2>&1 || {
-  say "initdb failed:"; cat "$work/initdb.log" >&2; exit 1
-}
-"${as_pg[@]}" "$pg_bin/pg_ctl" -D "$work/pg" -l "$work/pg.log" -w \
-  -o "-c listen_addresses=127.0.0.1 -p $pg_port -c unix_socket_directories=$work -c max_connections=200" start >/dev/null || {
-  say "PostgreSQL did not start:"; cat "$work/pg.log" >&2; exit 1
-}
-pg_started=1
-say "PostgreSQL $("$pg_bin/postgres" --version | awk '{print $NF}') on 127.0.0.1:$pg_port (data in $work/pg)"
-make_db() { "${as_pg[@]}" "$pg_bin/psql" -q -h 127.0.0.1 -p "$pg_port" -U postgres -c "CREATE DATABASE $1" postgres; }
+# PostgreSQL, the temp dir $work, the pids to stop at exit: benches/fleet-pg.sh.
+. "$repo/benches/fleet-pg.sh"
 
 # peer <name> <database>: starts a peer process pinned, waits for its LISTENING line;
 # sets url and pid.
@@ -97,17 +67,13 @@ peer() {
   # Emptied here, not only by the redirection below: that one happens in the child, and a
   # LISTENING line left from an earlier start must not be read as this one's.
   : >"$log"
-  "${server_cpu[@]}" "$python" benches/sdk-cluster-server.py --db "postgresql://postgres@127.0.0.1:$pg_port/$2" >"$log" 2>&1 &
+  "${server_cpu[@]}" "$python" benches/sdk-cluster-server.py --db "$(pg_url "$2")" >"$log" 2>&1 &
   pid=$!
   pids+=("$pid")
   for _ in $(seq 300); do grep -q '^LISTENING' "$log" && break; kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
   url="$(sed -n 's/^LISTENING \([^ ]*\).*/\1/p' "$log")"
   token="$(sed -n 's/^LISTENING [^ ]* *\(.*\)$/\1/p' "$log")"
   [ -n "$url" ] || { say "peer $1 did not start:"; cat "$log" >&2; exit 1; }
-}
-stop_peers() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
-  pids=()
 }
 load() { "${load_cpu[@]}" "$bench" --token "$token" --stored "$stored" "$@"; }
 
@@ -117,7 +83,7 @@ one() {
   make_db "fleet1_$1"
   peer "one.$1" "fleet1_$1"
   load --url "$url" --pid "$pid" --seconds "$seconds" --only send,get,intake | tee "$work/one.$1.out" | grep -v '^RESULT'
-  stop_peers
+  stop_servers
 }
 
 # two <round>: two processes on another fresh database, two generators at once; their
@@ -136,7 +102,7 @@ two() {
   wait "$gen_a" || { say "the generator against A failed:"; cat "$work/a.$1.out" >&2; exit 1; }
   wait "$gen_b" || { say "the generator against B failed:"; cat "$work/b.$1.out" >&2; exit 1; }
   for side in a b; do echo "-- process ${side^^} --"; grep -v '^RESULT' "$work/$side.$1.out"; done
-  stop_peers
+  stop_servers
 }
 
 # Alternating order (one then two, then two then one, ...), so a drift of the shared
