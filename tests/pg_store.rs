@@ -142,7 +142,8 @@ fn a_write_whose_connection_the_server_ended_runs_again_on_a_new_one() {
         "SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity          WHERE datname = '{}' AND application_name = 'a2a-task-plane') t",
         db.name
     ));
-    assert!(ended.parse::<u32>().unwrap() >= 4, "{ended} ended");
+    let writers = PgOptions::default().writers;
+    assert!(ended.parse::<u32>().unwrap() >= writers, "{ended} ended");
     let runs = Arc::new(AtomicUsize::new(0));
     let counted = runs.clone();
     store
@@ -162,8 +163,15 @@ fn a_write_whose_connection_the_server_ended_runs_again_on_a_new_one() {
 
 #[test]
 fn writes_run_on_every_worker_at_once() {
+    // Several writers (for independent writes only: one caller's queued writes keep their
+    // order with the default one, see `writes_queued_one_after_another_…`).
     let (db, root) = (TestDatabase::new(), TempRoot::new("pg"));
-    let store = open(&db, &root);
+    let options = PgOptions {
+        writers: 4,
+        ..PgOptions::default()
+    };
+    let pg = PgStore::open(&url(&db.url()), &root.store(), options).unwrap();
+    let store = Store::with_backend(Arc::new(pg), None);
     // Four writes that each wait (up to 10 s) for all four to have started: they all see
     // four only if the four workers run them at the same time.
     let started = Arc::new(AtomicUsize::new(0));
@@ -207,7 +215,11 @@ fn a_closed_store_refuses_work_and_closes_its_connections() {
             db.name
         ))
     };
-    assert_eq!(count(), "4", "one connection per writer, readers on demand");
+    assert_eq!(
+        count(),
+        PgOptions::default().writers.to_string(),
+        "one connection per writer, readers on demand"
+    );
     store.close();
     assert!(store.is_closed());
     let write = store.write(|tx| tx.insert_fresh_context("c-1", "alice", "a2a", 1));
@@ -262,4 +274,69 @@ fn a_refused_password_is_named_by_database_and_user_without_the_password() {
     );
     assert!(text.contains("password authentication failed"), "{text}");
     assert!(!text.contains("wrong-s3cret"), "{text}");
+}
+
+/// A caller's writes, queued one after another without waiting for each, are applied in
+/// the order they were queued, as the SQLite store's one writer applies them: an agent
+/// may issue `startWork` then `complete` back to back (the addon does, through
+/// `store::InOrder`), and `complete` must not land first.
+#[test]
+fn writes_queued_one_after_another_are_applied_in_that_order() {
+    use a2a_task_plane::record::{Continuation, MessageRecord, TaskState};
+    use a2a_task_plane::store::tasks::NewTask;
+    let (db, root) = (TestDatabase::new(), TempRoot::new("pg"));
+    let store = open(&db, &root);
+    store
+        .write(|tx| {
+            tx.insert_fresh_context("c-1", "alice", "a2a", 1)?;
+            let seq = tx.insert_task(&NewTask {
+                task_id: "t-1",
+                principal: "alice",
+                context_id: "c-1",
+                source: "a2a",
+                continuation: Continuation::ExplicitTaskId,
+                state: TaskState::Submitted,
+                extensions: &[],
+                now_ms: 1,
+            })?;
+            tx.insert_first_message(seq, &MessageRecord::user_text("m-0", "first"))
+        })
+        .unwrap();
+    let n = 200;
+    let (done, replies) = mpsc::channel();
+    for i in 1..=n {
+        let done = done.clone();
+        let message = MessageRecord::user_text(&format!("m-{i}"), "next");
+        let blocked = store.submit(
+            move |tx| {
+                let task = tx.task_by_id("t-1")?.expect("the Task");
+                tx.append_history(&task, &message)
+            },
+            None,
+            Box::new(move |result: Result<(), StoreError>| {
+                let _ = done.send(result);
+            }),
+        );
+        assert!(blocked.is_none(), "the queue has room for {n} writes");
+    }
+    for _ in 1..=n {
+        replies
+            .recv_timeout(Duration::from_secs(30))
+            .unwrap()
+            .unwrap();
+    }
+    let ids: Vec<String> = store
+        .read(|tx| {
+            let task = tx.task_by_id("t-1")?.expect("the Task");
+            tx.task_history(task.seq, None)
+        })
+        .unwrap()
+        .into_iter()
+        .map(|m| m.message_id)
+        .collect();
+    let expected: Vec<String> = (0..=n).map(|i| format!("m-{i}")).collect();
+    assert_eq!(
+        ids, expected,
+        "the history is in the order the writes were queued"
+    );
 }

@@ -75,7 +75,12 @@ pub const ATTEMPTS: u32 = 8;
 /// Options for [`PgStore::open`].
 #[derive(Debug, Clone)]
 pub struct PgOptions {
-    /// Worker threads for write jobs, each with a connection of its own.
+    /// Worker threads for write jobs, each with a connection of its own. One by default:
+    /// a caller's writes queued one after another (an agent's `startWork` then `complete`,
+    /// not awaited in between) must be applied in that order, as SQLite's one writer
+    /// applies them, and several writers taking jobs from one queue run them at once and
+    /// may commit the later first (`writes_queued_one_after_another_are_applied_in_that_order`).
+    /// More than one is for tests and benches of independent writes only.
     pub writers: u32,
     /// Further connections for reads (on the callers' threads).
     pub readers: u32,
@@ -88,7 +93,7 @@ pub struct PgOptions {
 impl Default for PgOptions {
     fn default() -> Self {
         PgOptions {
-            writers: 4,
+            writers: 1,
             readers: 8,
             connect_timeout: Duration::from_secs(10),
             faults: None,
