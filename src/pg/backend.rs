@@ -231,6 +231,10 @@ impl PgStore {
 }
 
 impl Backend for PgStore {
+    fn keeps_sessions(&self) -> bool {
+        true
+    }
+
     fn root(&self) -> &Path {
         &self.root
     }

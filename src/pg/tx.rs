@@ -38,7 +38,7 @@ use crate::store::tasks::{
     terminal_states_sql, InputRequest, NewTask, Page, PageCursor, PageQuery, SummaryFilter,
     TaskRow, TaskSummary,
 };
-use crate::store::{EvidenceRow, ReadTx, StoreError, WriteTx};
+use crate::store::{EvidenceRow, ReadTx, SessionFile, StoreError, WriteTx};
 
 /// Names this backend in [`StoreError::Database`].
 pub const BACKEND: &str = "PostgreSQL";
@@ -332,6 +332,20 @@ fn task_from_row(row: &Row) -> Result<TaskRow, StoreError> {
 }
 
 impl ReadTx for PgTx<'_> {
+    fn task_session_files(&self, task_id: &str) -> Result<Vec<SessionFile>, StoreError> {
+        Ok(self
+            .query(
+                "SELECT name, body FROM task_sessions WHERE task_id = $1 ORDER BY name",
+                &[&task_id],
+            )?
+            .into_iter()
+            .map(|row| SessionFile {
+                name: row.get(0),
+                body: row.get(1),
+            })
+            .collect())
+    }
+
     fn task_by_id(&self, task_id: &str) -> Result<Option<TaskRow>, StoreError> {
         let lock = self.lock();
         Ok(self
@@ -824,6 +838,23 @@ impl ReadTx for PgTx<'_> {
 }
 
 impl WriteTx for PgTx<'_> {
+    fn keep_task_session(&self, task_id: &str, files: &[SessionFile]) -> Result<(), StoreError> {
+        let names: Vec<&str> = files.iter().map(|f| f.name.as_str()).collect();
+        self.execute(
+            "DELETE FROM task_sessions WHERE task_id = $1 AND NOT (name = ANY($2))",
+            &[&task_id, &names],
+        )?;
+        for file in files {
+            self.execute(
+                "INSERT INTO task_sessions (task_id, name, body) VALUES ($1, $2, $3) \
+                 ON CONFLICT (task_id, name) DO UPDATE SET body = EXCLUDED.body, updated_at = now() \
+                 WHERE task_sessions.body IS DISTINCT FROM EXCLUDED.body",
+                &[&task_id, &file.name, &file.body],
+            )?;
+        }
+        Ok(())
+    }
+
     fn step(&self, _name: &str) -> Result<(), StoreError> {
         // Failure injection at named steps is the SQLite store's (its `Faults`); here a
         // test breaks the server or the connection instead.

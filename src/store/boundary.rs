@@ -140,6 +140,30 @@ pub trait ReadTx {
     fn oldest_live_task(&self) -> Result<Option<(String, i64)>, StoreError>;
     /// What is wrong with the store's own invariants (empty: nothing).
     fn problems(&self) -> Result<Vec<String>, StoreError>;
+
+    /// The Pi session files kept for `task_id` (a fleet's: see [`Backend::keeps_sessions`]),
+    /// by name. Added for the fleet (issue #38); a backend whose sessions stay in its
+    /// local root keeps none and refuses.
+    fn task_session_files(&self, _task_id: &str) -> Result<Vec<SessionFile>, StoreError> {
+        Err(no_session_keeping())
+    }
+}
+
+/// One Pi session file of a Task as the database keeps it: its file name in
+/// `sessions/<taskId>/` and its bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionFile {
+    pub name: String,
+    pub body: Vec<u8>,
+}
+
+fn no_session_keeping() -> StoreError {
+    StoreError::Database {
+        backend: "store",
+        message: "this store keeps the Pi sessions in its local root, not in the database \
+                  (only a fleet's PostgreSQL keeps them; a bug if you see this)"
+            .into(),
+    }
 }
 
 /// The typed writes of one write transaction. Every read of [`ReadTx`] sees this
@@ -272,6 +296,13 @@ pub trait WriteTx: ReadTx {
     /// Removes contexts idle since before `cutoff_ms` with no live Task; returns how many.
     fn delete_unused_contexts(&self, cutoff_ms: i64) -> Result<usize, StoreError>;
 
+    /// Makes `files` the Pi session files kept for `task_id` (the files kept before and
+    /// not named here are removed). Added for the fleet (issue #38); see
+    /// [`ReadTx::task_session_files`].
+    fn keep_task_session(&self, _task_id: &str, _files: &[SessionFile]) -> Result<(), StoreError> {
+        Err(no_session_keeping())
+    }
+
     /// SQLite's own tests reach the writer's connection here; every other caller uses
     /// the typed operations. `None` for any other backend.
     #[doc(hidden)]
@@ -315,4 +346,11 @@ pub trait Backend: Send + Sync + 'static {
     fn is_closed(&self) -> bool;
     /// The backend itself, for its own tests ([`super::Store::sqlite`]).
     fn as_any(&self) -> &dyn Any;
+    /// Whether the Tasks' Pi sessions are kept in the database (a fleet's PostgreSQL, so
+    /// that a Task's session follows it to another node) rather than only in the local
+    /// root (SQLite: the root holds the database and the sessions on one machine, and a
+    /// second process cannot open it, so there is nowhere else a session is needed).
+    fn keeps_sessions(&self) -> bool {
+        false
+    }
 }
