@@ -7,11 +7,11 @@
 import assert from "node:assert/strict";
 import { type ChildProcess, spawn } from "node:child_process";
 import { randomUUID } from "node:crypto";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
-import { repoRoot } from "./helpers/pi.ts";
+import { fauxAgentExtension, PiRpc, repoRoot } from "./helpers/pi.ts";
 import { startPostgres, type TestPostgres } from "./helpers/postgres.ts";
 
 const fixture = join(repoRoot, "__test__/fixtures/fleet-node.ts");
@@ -229,5 +229,63 @@ test("kill -9 of a node under load loses nothing it acknowledged", async (t) => 
     assert.equal(final.length, acked.size + unanswered.length, "one Task per messageId");
   } finally {
     await Promise.all([a.stop(), b.stop()]);
+  }
+});
+
+/** The listener URL a resident shows in `/a2a`. */
+async function residentUrl(pi: PiRpc): Promise<string> {
+  const notified = pi.waitFor((r) => r.type === "extension_ui_request" && r.method === "notify" && String(r.message).includes("A2A task plane"));
+  await pi.call({ type: "prompt", message: "/a2a" });
+  const url = /at (http:\/\/127\.0\.0\.1:\d+)/.exec(String((await notified).message))?.[1];
+  assert.ok(url, "the listener runs");
+  return url;
+}
+
+test("with real Pi residents, a Task continued on another node resumes its conversation (its session followed it)", async () => {
+  const db = pg.createDatabase();
+  // The faux agent records a `summary` output: the workflow declares it.
+  const manifest = join(scratch, "workflow-composition.json");
+  writeFileSync(manifest, JSON.stringify({ workflows: [{ id: "summarise", outputs: { summary: { type: "doc.summary" } } }] }));
+  const env = {
+    A2A_STORE_URL: db,
+    A2A_SERVER: "1",
+    A2A_PORT: "0",
+    A2A_GRPC: "0",
+    A2A_CREDENTIALS_PATH: credentials,
+    A2A_WORKFLOW_MANIFEST: manifest,
+    A2A_BLOCKING_TIMEOUT_MS: "30000",
+  };
+  const a = new PiRpc([repoRoot], env, { model: fauxAgentExtension });
+  const b = new PiRpc([repoRoot], env, { model: fauxAgentExtension });
+  try {
+    const [urlA, urlB] = await Promise.all([residentUrl(a), residentUrl(b)]);
+    const blocking = (url: string, messageId: string, text: string, extra: Record<string, unknown> = {}) =>
+      call({ url } as Node, "alice", "/message:send", { message: { messageId, role: "ROLE_USER", parts: [{ text }], ...extra } });
+    // Turn 1 on node A: the model asks back; the Task waits for its caller.
+    const asked = (await blocking(urlA, randomUUID(), "please ask me which color")).json.task;
+    assert.equal(asked.status.state, "TASK_STATE_INPUT_REQUIRED", JSON.stringify(asked));
+    // Its session is kept when A's turn ends. (Serializing a continuation that reaches
+    // another node before that is the leased wakes' work: docs/fleet.md.)
+    await a.waitForStderr(new RegExp(`"event":"a2a_turn_ended"[^\n]*"taskId":"${asked.id}"`));
+    // The answer reaches node B: B's resident works the Task in the session A left.
+    const done = (await blocking(urlB, randomUUID(), "blue", { taskId: asked.id, contextId: asked.contextId })).json.task;
+    assert.equal(done.status.state, "TASK_STATE_COMPLETED", JSON.stringify(done));
+    const response = done.artifacts.find((x: { name: string }) => x.name === "response");
+    assert.match(response.parts[0].text, /turns in this session: 2/, "node B's turn saw node A's");
+    await b.waitForStderr(new RegExp(`"event":"a2a_turn_ended"[^\n]*"taskId":"${asked.id}"`));
+    assert.match(b.stderr, /"event":"a2a_session_restored"/);
+    assert.match(b.stderr, /"event":"a2a_turn_started"[^\n]*"session":"reopened"/);
+    // A's copy is the first turn only; B's (kept again) holds both.
+    const file = (root: string) => {
+      const dir = join(root, "sessions", asked.id);
+      const [name] = readdirSync(dir).filter((f) => f.endsWith(".jsonl"));
+      return readFileSync(join(dir, name), "utf8");
+    };
+    assert.ok(file(b.storeRoot).startsWith(file(a.storeRoot)), "B's session continues A's");
+    assert.ok(file(b.storeRoot).length > file(a.storeRoot).length);
+  } finally {
+    const [codeA, codeB] = await Promise.all([a.close(), b.close()]);
+    assert.equal(codeA, 0, a.stderr);
+    assert.equal(codeB, 0, b.stderr);
   }
 });
