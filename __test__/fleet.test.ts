@@ -11,6 +11,7 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "n
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
+import { terminalState } from "./helpers/a2a-http.ts";
 import { fauxAgentExtension, PiRpc, repoRoot } from "./helpers/pi.ts";
 import { startPostgres, type TestPostgres } from "./helpers/postgres.ts";
 
@@ -231,6 +232,30 @@ test("kill -9 of a node under load loses nothing it acknowledged", async (t) => 
     await Promise.all([a.stop(), b.stop()]);
   }
 });
+
+// Waits for the "wakes across nodes" work (branch fleet-wakes: LISTEN/NOTIFY): today a
+// node's subscribers hear only its own writes (run it with A2A_FLEET_UPDATES=1 to see).
+test(
+  "a subscriber on one node sees another node's writes",
+  { skip: process.env.A2A_FLEET_UPDATES === "1" ? false : "waits for updates across nodes (LISTEN/NOTIFY, branch fleet-wakes)" },
+  async () => {
+    const db = pg.createDatabase();
+    const [a, b] = await Promise.all([startNode(db), startNode(db)]);
+    try {
+      // "work…" stays WORKING under the node's agent.
+      const sent = await send(a, "alice", randomUUID(), "work until canceled");
+      const task = sent.json.task;
+      const subscribed = terminalState(b.url, TOKENS.alice, task.id, 10_000);
+      // Give the subscription time to be taken before the write it must see.
+      await new Promise((r) => setTimeout(r, 300));
+      const canceled = await call(a, "alice", `/tasks/${task.id}:cancel`, {});
+      assert.equal(canceled.status, 200, JSON.stringify(canceled.json));
+      assert.equal(await subscribed, "TASK_STATE_CANCELED");
+    } finally {
+      await Promise.all([a.stop(), b.stop()]);
+    }
+  },
+);
 
 /** The listener URL a resident shows in `/a2a`. */
 async function residentUrl(pi: PiRpc): Promise<string> {
