@@ -96,3 +96,26 @@ fn sqlite_keeps_no_session_in_the_database() {
     assert!(dir.join("s.jsonl").exists());
     plane.close();
 }
+
+#[test]
+fn a_session_over_the_limit_is_not_kept_and_the_error_names_the_task_and_the_limit() {
+    let db = TestDatabase::new();
+    let root = TempRoot::new("node");
+    let plane = node(&db, &root);
+    let task = plane
+        .accept(native("team", "slack", "ev-1", Some("C1"), "hello"))
+        .unwrap()
+        .task_id
+        .unwrap();
+    let dir = plane.session_dir(&task).unwrap();
+    // Sparse: no 32 MiB written, and the size is refused before any byte is read.
+    std::fs::File::create(dir.join("s.jsonl"))
+        .unwrap()
+        .set_len(a2a_task_plane::plane::MAX_KEPT_SESSION_BYTES + 1)
+        .unwrap();
+    let err = plane.keep_session(&task).unwrap_err().to_string();
+    assert!(err.contains(&format!("task {task}")), "{err}");
+    assert!(err.contains("32 MiB"), "{err}");
+    assert_eq!(db.psql("SELECT count(*) FROM task_sessions"), "0");
+    plane.close();
+}
