@@ -5,7 +5,7 @@
 // whichever node is asked, and nothing acknowledged lost when a node dies by kill -9.
 // Every wait is bounded; every process started here is stopped here, by its pid.
 import assert from "node:assert/strict";
-import { type ChildProcess, spawn } from "node:child_process";
+import { type ChildProcess, spawn, spawnSync } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -308,6 +308,15 @@ test("with real Pi residents, a Task continued on another node resumes its conve
     };
     assert.ok(file(b.storeRoot).startsWith(file(a.storeRoot)), "B's session continues A's");
     assert.ok(file(b.storeRoot).length > file(a.storeRoot).length);
+    // The operator's commands reach a resident on PostgreSQL through its control socket;
+    // the offline inspector refuses, naming the variable.
+    const cli = join(repoRoot, "bin", "a2a-task-plane");
+    const withUrl = { ...process.env, A2A_STORE_URL: db };
+    const status = spawnSync(cli, ["--store", b.storeRoot, "status"], { encoding: "utf8", env: withUrl, timeout: 60_000 });
+    assert.equal(status.status, 0, status.stderr);
+    const inspect = spawnSync(cli, ["--store", b.storeRoot, "show", asked.id], { encoding: "utf8", env: withUrl, timeout: 60_000 });
+    assert.notEqual(inspect.status, 0);
+    assert.match(inspect.stderr, /A2A_STORE_URL/);
   } finally {
     const [codeA, codeB] = await Promise.all([a.close(), b.close()]);
     assert.equal(codeA, 0, a.stderr);
