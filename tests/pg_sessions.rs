@@ -5,7 +5,7 @@
 mod common;
 
 use a2a_task_plane::config::store_backend;
-use a2a_task_plane::plane::{PlaneOptions, TaskPlane};
+use a2a_task_plane::plane::{local_session_files, PlaneOptions, TaskPlane};
 use a2a_task_plane::record::Continuation;
 use common::postgres::TestDatabase;
 use common::{native, TempRoot};
@@ -50,6 +50,20 @@ fn a_tasks_session_kept_on_one_node_is_restored_on_another() {
         std::fs::read_to_string(dir_b.join("s1_task.jsonl")).unwrap(),
         "{\"turn\":1}\n"
     );
+    // A node whose copy equals the kept one is sent no body.
+    let local = local_session_files(&dir_b).unwrap();
+    let kept = b
+        .store()
+        .read(|tx| tx.task_session_files(&task, &local))
+        .unwrap();
+    assert_eq!(kept.len(), 1);
+    assert_eq!(kept[0].name, "s1_task.jsonl");
+    assert_eq!(kept[0].body, None);
+    let kept = b
+        .store()
+        .read(|tx| tx.task_session_files(&task, &[]))
+        .unwrap();
+    assert_eq!(kept[0].body.as_deref(), Some(&b"{\"turn\":1}\n"[..]));
     // B's turn appends; kept again, and A (whose copy is older now) gets B's.
     std::fs::write(dir_b.join("s1_task.jsonl"), "{\"turn\":1}\n{\"turn\":2}\n").unwrap();
     assert!(b.keep_session(&task).unwrap());

@@ -223,6 +223,8 @@ const V2: &str = r#"
 CREATE TABLE task_sessions (
   task_id    TEXT NOT NULL REFERENCES tasks(task_id) ON DELETE CASCADE,
   name       TEXT NOT NULL,
+  -- The body's content address (sha256:<hex>): a node whose copy has it reads no body.
+  digest     TEXT NOT NULL,
   body       BYTEA NOT NULL,
   updated_at TIMESTAMPTZ NOT NULL DEFAULT now(),
   PRIMARY KEY (task_id, name)

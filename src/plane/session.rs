@@ -10,7 +10,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use super::{PlaneError, TaskPlane};
-use crate::store::{SessionFile, StoreError};
+use crate::store::{KeptSessionFile, LocalSessionFile, SessionFile, StoreError};
 
 /// The folder of the per-Task Pi sessions inside the store root.
 pub const SESSIONS_DIR: &str = "sessions";
@@ -97,13 +97,34 @@ fn is_session_file_name(name: &str) -> bool {
     name.ends_with(".jsonl") && !name.starts_with('.') && !name.contains(['/', '\\', '\0'])
 }
 
-/// The rule of restoring: the database's copy is the Task's session. Each kept file whose
-/// local copy is missing or differs (older, or written by a turn that never ended) is
-/// written (to a temporary name, fsynced, renamed, the folder fsynced); a local `.jsonl`
-/// the database does not keep is removed, so Pi finds exactly the kept session. Nothing
-/// is done when the database keeps no file (the Task's first turn). Returns how many
-/// files were written or removed.
-pub fn restore_session_files(dir: &Path, kept: &[SessionFile]) -> Result<usize, PlaneError> {
+/// The node's own copies of a Task's session files, by name with their content addresses
+/// (what [`restore_session_files`] need not be sent again).
+pub fn local_session_files(dir: &Path) -> Result<Vec<LocalSessionFile>, PlaneError> {
+    let mut local = Vec::new();
+    for path in
+        session_files(dir).map_err(|e| io_error(dir, "cannot list the session folder", e))?
+    {
+        let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
+            continue;
+        };
+        let body =
+            std::fs::read(&path).map_err(|e| io_error(&path, "cannot read the session file", e))?;
+        local.push(LocalSessionFile {
+            name: name.to_string(),
+            digest: crate::digest::content_address(&body),
+        });
+    }
+    Ok(local)
+}
+
+/// The rule of restoring: the database's copy is the Task's session. Each kept file that
+/// comes with a body (its local copy is missing or differs: older, or written by a turn
+/// that never ended) is written (to a temporary name, fsynced, renamed, the folder
+/// fsynced); one without (it equals the local copy) is left; a local `.jsonl` the database
+/// does not keep is removed, so Pi finds exactly the kept session. Nothing is done when the
+/// database keeps no file (the Task's first turn). Returns how many files were written or
+/// removed.
+pub fn restore_session_files(dir: &Path, kept: &[KeptSessionFile]) -> Result<usize, PlaneError> {
     if kept.is_empty() {
         return Ok(0);
     }
@@ -116,18 +137,10 @@ pub fn restore_session_files(dir: &Path, kept: &[SessionFile]) -> Result<usize, 
                 dir.display()
             ))));
         }
-        let path = dir.join(&file.name);
-        let same = match std::fs::metadata(&path) {
-            Ok(meta) if meta.len() == file.body.len() as u64 => {
-                std::fs::read(&path)
-                    .map_err(|e| io_error(&path, "cannot read the session file", e))?
-                    == file.body
-            }
-            _ => false,
-        };
-        if same {
+        let Some(body) = &file.body else {
             continue;
-        }
+        };
+        let path = dir.join(&file.name);
         let temporary = dir.join(format!(".{}.restoring", file.name));
         let mut out = std::fs::OpenOptions::new()
             .write(true)
@@ -135,7 +148,7 @@ pub fn restore_session_files(dir: &Path, kept: &[SessionFile]) -> Result<usize, 
             .truncate(true)
             .open(&temporary)
             .map_err(|e| io_error(&temporary, "cannot write the restored session file", e))?;
-        out.write_all(&file.body)
+        out.write_all(body)
             .and_then(|()| out.sync_all())
             .map_err(|e| io_error(&temporary, "cannot write the restored session file", e))?;
         std::fs::rename(&temporary, &path)
@@ -181,7 +194,8 @@ impl TaskPlane {
         let dir = self.root().join(SESSIONS_DIR).join(task_id);
         self.store.create_dir_durably(&dir)?;
         if self.store.keeps_sessions() {
-            let kept = self.read(|tx| Ok(tx.task_session_files(task_id)?))?;
+            let local = local_session_files(&dir)?;
+            let kept = self.read(|tx| Ok(tx.task_session_files(task_id, &local)?))?;
             let changed = restore_session_files(&dir, &kept)?;
             if changed > 0 {
                 crate::log::event(
@@ -242,6 +256,13 @@ mod tests {
         }
     }
 
+    fn kept(name: &str, body: Option<&str>) -> KeptSessionFile {
+        KeptSessionFile {
+            name: name.into(),
+            body: body.map(|b| b.as_bytes().to_vec()),
+        }
+    }
+
     #[test]
     fn restore_session_files_makes_the_local_folder_the_kept_session() {
         let dir = Scratch::new();
@@ -253,25 +274,39 @@ mod tests {
             std::fs::read_to_string(d.join("a.jsonl")).unwrap(),
             "local\n"
         );
-        // A differing copy is replaced, a missing one written, a stray one removed.
+        // A differing copy is replaced, a missing one written, a stray one removed, one
+        // equal to the local copy (no body) left.
         std::fs::write(d.join("stray.jsonl"), "x\n").unwrap();
+        std::fs::write(d.join("same.jsonl"), "same\n").unwrap();
         std::fs::write(d.join("notes.txt"), "kept\n").unwrap();
-        let kept = [file("a.jsonl", "one\ntwo\n"), file("b.jsonl", "b\n")];
-        assert_eq!(restore_session_files(d, &kept).unwrap(), 3);
+        let files = [
+            kept("a.jsonl", Some("one\ntwo\n")),
+            kept("b.jsonl", Some("b\n")),
+            kept("same.jsonl", None),
+        ];
+        assert_eq!(restore_session_files(d, &files).unwrap(), 3);
         assert_eq!(
             std::fs::read_to_string(d.join("a.jsonl")).unwrap(),
             "one\ntwo\n"
         );
         assert_eq!(std::fs::read_to_string(d.join("b.jsonl")).unwrap(), "b\n");
+        assert_eq!(
+            std::fs::read_to_string(d.join("same.jsonl")).unwrap(),
+            "same\n"
+        );
         assert!(!d.join("stray.jsonl").exists());
         assert!(
             d.join("notes.txt").exists(),
             "only .jsonl files are the session's"
         );
-        // The same copy again: nothing written.
-        assert_eq!(restore_session_files(d, &kept).unwrap(), 0);
+        // The local copies' addresses are what a read sends so that equal files come back
+        // without a body.
+        let local = local_session_files(d).unwrap();
+        let a = local.iter().find(|f| f.name == "a.jsonl").unwrap();
+        assert_eq!(a.digest, crate::digest::content_address(b"one\ntwo\n"));
+        assert_eq!(local.len(), 3);
         // A name that is not one .jsonl file name is refused, never followed.
-        let err = restore_session_files(d, &[file("../x.jsonl", "")]).unwrap_err();
+        let err = restore_session_files(d, &[kept("../x.jsonl", Some(""))]).unwrap_err();
         assert!(err.to_string().contains("not a .jsonl file name"), "{err}");
     }
 

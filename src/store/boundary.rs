@@ -142,19 +142,40 @@ pub trait ReadTx {
     fn problems(&self) -> Result<Vec<String>, StoreError>;
 
     /// The Pi session files kept for `task_id` (a fleet's: see [`Backend::keeps_sessions`]),
-    /// by name. Added for the fleet (issue #38); a backend whose sessions stay in its
-    /// local root keeps none and refuses.
-    fn task_session_files(&self, _task_id: &str) -> Result<Vec<SessionFile>, StoreError> {
+    /// by name; `local` names the node's own copies with their content addresses
+    /// ([`crate::digest::content_address`]), and a kept file that equals its local copy
+    /// comes without its body. Added for the fleet (issue #38); a backend whose sessions
+    /// stay in its local root keeps none and refuses.
+    fn task_session_files(
+        &self,
+        _task_id: &str,
+        _local: &[LocalSessionFile],
+    ) -> Result<Vec<KeptSessionFile>, StoreError> {
         Err(no_session_keeping())
     }
 }
 
-/// One Pi session file of a Task as the database keeps it: its file name in
+/// One Pi session file of a Task to keep in the database: its file name in
 /// `sessions/<taskId>/` and its bytes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SessionFile {
     pub name: String,
     pub body: Vec<u8>,
+}
+
+/// A node's own copy of a session file: its name and content address.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LocalSessionFile {
+    pub name: String,
+    pub digest: String,
+}
+
+/// A session file the database keeps: `body` is `None` when it equals the local copy
+/// named in the read (nothing to restore).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeptSessionFile {
+    pub name: String,
+    pub body: Option<Vec<u8>>,
 }
 
 fn no_session_keeping() -> StoreError {

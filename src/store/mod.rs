@@ -54,7 +54,9 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-pub use boundary::{Backend, EvidenceRow, ReadJob, ReadTx, SessionFile, WriteTx};
+pub use boundary::{
+    Backend, EvidenceRow, KeptSessionFile, LocalSessionFile, ReadJob, ReadTx, SessionFile, WriteTx,
+};
 pub use faults::{FaultAction, Faults, ACCEPTANCE_STEPS};
 pub use jobs::{answer_batch, Queue, Reply};
 pub use jobs::{at_batch_end, queue, wait_for_reply, Blocked, InOrder, Job, Jobs, OnCommit};
