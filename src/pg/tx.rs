@@ -39,7 +39,8 @@ use crate::store::tasks::{
     TaskRow, TaskSummary,
 };
 use crate::store::{
-    EvidenceRow, KeptSessionFile, LocalSessionFile, ReadTx, SessionFile, StoreError, WriteTx,
+    EvidenceRow, Faults, KeptSessionFile, LocalSessionFile, ReadTx, SessionFile, StoreError,
+    WriteTx,
 };
 
 /// Names this backend in [`StoreError::Database`].
@@ -108,19 +109,31 @@ pub struct PgTx<'c> {
     refused: Cell<Option<Refusal>>,
     /// (principal, state) → Tasks more or fewer, written before commit.
     counts: RefCell<BTreeMap<(String, &'static str), i64>>,
+    /// Test-only failure injection at named steps ([`WriteTx::step`]).
+    faults: Option<&'c Faults>,
 }
 
 impl<'c> PgTx<'c> {
     pub fn read(tx: Transaction<'c>, statements: &'c mut Statements) -> PgTx<'c> {
-        PgTx::new(tx, statements, false)
+        PgTx::new(tx, statements, false, None)
     }
 
-    pub fn write(tx: Transaction<'c>, statements: &'c mut Statements) -> PgTx<'c> {
-        PgTx::new(tx, statements, true)
+    pub fn write(
+        tx: Transaction<'c>,
+        statements: &'c mut Statements,
+        faults: Option<&'c Faults>,
+    ) -> PgTx<'c> {
+        PgTx::new(tx, statements, true, faults)
     }
 
-    fn new(tx: Transaction<'c>, statements: &'c mut Statements, write: bool) -> PgTx<'c> {
+    fn new(
+        tx: Transaction<'c>,
+        statements: &'c mut Statements,
+        write: bool,
+        faults: Option<&'c Faults>,
+    ) -> PgTx<'c> {
         PgTx {
+            faults,
             tx: RefCell::new(tx),
             statements: RefCell::new(statements),
             write,
@@ -868,10 +881,11 @@ impl WriteTx for PgTx<'_> {
         Ok(())
     }
 
-    fn step(&self, _name: &str) -> Result<(), StoreError> {
-        // Failure injection at named steps is the SQLite store's (its `Faults`); here a
-        // test breaks the server or the connection instead.
-        Ok(())
+    fn step(&self, name: &str) -> Result<(), StoreError> {
+        match self.faults {
+            Some(faults) => faults.at(name),
+            None => Ok(()),
+        }
     }
 
     fn insert_task(&self, task: &NewTask<'_>) -> Result<i64, StoreError> {
