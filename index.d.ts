@@ -290,6 +290,12 @@ export declare class TaskPlane {
    */
   sessionDir(taskId: string): Promise<string>
   /**
+   * The Task whose id starts or ends with `typed` (6+ characters, as a person types
+   * it), or `null`; rejects when several match. Works on every store backend (the
+   * offline `StoreInspector` reads only SQLite).
+   */
+  resolveTaskId(typed: string): Promise<string | null>
+  /**
    * The Task's Pi session file (the newest `.jsonl` in `sessions/<taskId>/`), if it has
    * one.
    */

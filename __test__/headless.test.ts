@@ -197,6 +197,16 @@ test("a headless start failure is one line with the cause and the fix, and exit 
       holder.close();
     }
   });
+  await t.test("A2A_STORE_URL names no reachable database", async () => {
+    // Port 1 on loopback: nothing listens there.
+    const resident = startResident({ A2A_STORE_URL: "postgres://a2a:s3cret-pw@127.0.0.1:1/fleet" });
+    const code = await stop(resident, 120_000);
+    assert.equal(code, 1, resident.stderr());
+    const last = resident.stderr().trim().split("\n").at(-1) ?? "";
+    assert.match(last, /^a2a-resident: A2A task plane not started: .*A2A_STORE_URL/);
+    assert.doesNotMatch(resident.stderr(), /s3cret-pw/);
+    assert.doesNotMatch(resident.stderr(), /^\s+at /m, "no stack trace");
+  });
   await t.test("port taken", async () => {
     const server = createServer();
     await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));

@@ -107,3 +107,17 @@ test("the inspection CLI lists, shows, finds sessions, counts and checks, read-o
   assert.match(usage.err, /unknown command frobnicate/);
   assert.equal(run("--help").code, 0);
 });
+
+test("the inspection CLI refuses a plane on PostgreSQL, naming A2A_STORE_URL and what to use", () => {
+  const root = join(mkdtempSync(join(tmpdir(), "inspect-pg-")), "task-plane");
+  const r = spawnSync(cli, ["--store", root, "tasks"], {
+    encoding: "utf8",
+    stdio: ["ignore", "pipe", "pipe"],
+    env: { ...process.env, A2A_STORE_URL: "postgres://a2a:s3cret@127.0.0.1:1/fleet" },
+  });
+  assert.notEqual(r.status, 0);
+  assert.match(r.stderr, /A2A_STORE_URL/);
+  assert.match(r.stderr, /reads only the embedded SQLite store/);
+  assert.match(r.stderr, /a2a-task-plane status/);
+  assert.doesNotMatch(r.stderr, /s3cret/);
+});

@@ -15,7 +15,6 @@ import {
   listenerEnabled,
   log,
   protocolVersion,
-  StoreInspector,
   startupWarnings,
   TaskPlane,
   type TaskState,
@@ -43,17 +42,6 @@ function plainError(text: string): Error {
 
 const USAGE =
   "usage: /a2a [status] | /a2a tasks [state] | /a2a show <taskId> | /a2a cancel <taskId> [reason] (a taskId: 6+ characters of its start or end, e.g. the short id shown)";
-
-/** The Task whose id starts or ends with what the person typed (the store's own rule, read
- * through a read-only view of the store), or `null`; throws when several match. */
-async function findTask(root: string, typed: string): Promise<string | null> {
-  const inspector = StoreInspector.open(root);
-  try {
-    return await inspector.resolveTaskId(typed);
-  } finally {
-    inspector.close();
-  }
-}
 
 const { active } = taskStates();
 
@@ -259,13 +247,13 @@ export default function a2aTaskPlane(pi: ExtensionAPI): void {
         } else if (verb === "show" && arg) {
           if (!plane) return ctx.ui.notify(status(), "warning");
           const root = plane.root;
-          const taskId = await findTask(root, arg);
+          const taskId = await plane.resolveTaskId(arg);
           const found = taskId ? await plane.inspectTask(taskId) : null;
           if (!taskId || !found) return ctx.ui.notify(`No A2A task id starts or ends with ${arg} in ${root}.`, "warning");
           ctx.ui.notify(taskDetail(found.principal, found.source, found.task, plane.sessionFile(taskId) ?? undefined, root), "info");
         } else if (verb === "cancel" && arg) {
           if (!plane || !operations) return ctx.ui.notify(status(), "warning");
-          const taskId = await findTask(plane.root, arg);
+          const taskId = await plane.resolveTaskId(arg);
           if (!taskId) return ctx.ui.notify(`No A2A task id starts or ends with ${arg} in ${plane.root}.`, "warning");
           const reason = args.trim().split(/\s+/).slice(2).join(" ");
           const reply = await operations.cancel(taskId, reason);

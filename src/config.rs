@@ -137,6 +137,26 @@ pub fn store_backend(env: &dyn Fn(&str) -> Option<String>) -> Result<StoreBacken
     Ok(StoreBackend::Postgres(PostgresUrl(url)))
 }
 
+/// A command that reads the embedded SQLite store's file directly (the offline store
+/// inspector) cannot serve a plane on PostgreSQL: with `A2A_STORE_URL` set it is refused,
+/// naming the variable and what to use instead, rather than reading a node's root (which
+/// holds no Tasks on a fleet) and answering "no such Task". `command` names the command.
+pub fn sqlite_only(command: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<(), ConfigError> {
+    match store_backend(env)? {
+        StoreBackend::Sqlite => Ok(()),
+        StoreBackend::Postgres(url) => Err(ConfigError {
+            variable: STORE_URL_VAR.into(),
+            message: format!(
+                "{command} reads only the embedded SQLite store under a store root, but A2A_STORE_URL \
+                 puts the Tasks on PostgreSQL (`{}`): ask the running resident instead \
+                 (`a2a-task-plane status`, `/a2a tasks`, `/a2a show <taskId>` in Pi), or unset \
+                 A2A_STORE_URL to inspect a SQLite store root",
+                url.redacted()
+            ),
+        }),
+    }
+}
+
 /// `url` with the password of its user info and of a `password=` parameter as `***`.
 pub fn redact_password(url: &str) -> String {
     let (scheme, rest) = match url.find("://") {
@@ -408,6 +428,24 @@ mod tests {
             other => panic!("{other:?}"),
         };
         assert_eq!(format!("{url:?}"), "PostgresUrl(postgres://u:***@h/d)");
+    }
+
+    #[test]
+    fn sqlite_only_commands_are_refused_on_postgres_naming_the_variable() {
+        assert!(sqlite_only("the inspector", &env(&[])).is_ok());
+        let err = sqlite_only(
+            "the inspector",
+            &env(&[("A2A_STORE_URL", "postgres://u:pw@h/d")]),
+        )
+        .unwrap_err();
+        assert_eq!(err.variable, "A2A_STORE_URL");
+        assert!(err.message.starts_with("the inspector reads only"), "{err}");
+        assert!(err.message.contains("postgres://u:***@h/d"), "{err}");
+        assert!(!err.message.contains("pw"), "{err}");
+        // An unusable value is the variable's own error.
+        let err =
+            sqlite_only("the inspector", &env(&[("A2A_STORE_URL", "mysql://x")])).unwrap_err();
+        assert!(err.message.contains("not a PostgreSQL URL"), "{err}");
     }
 
     #[test]

@@ -25,7 +25,7 @@ fn url(db: &TestDatabase) -> PostgresUrl {
 }
 
 const TABLES: &str = "artifacts,checkpoints,claim_states,claims,contexts,deliveries,evidence,\
-history,removed_tasks,reply_anchors,schema_migrations,secrets,task_counts,tasks";
+history,removed_tasks,reply_anchors,schema_migrations,secrets,task_counts,task_sessions,tasks";
 
 fn tables(db: &TestDatabase) -> String {
     db.psql(
@@ -39,8 +39,11 @@ fn a_fresh_database_is_migrated_to_the_whole_schema_once() {
     let store = open(&db).unwrap();
     assert_eq!(tables(&db), TABLES);
     assert_eq!(
-        db.psql("SELECT string_agg(version::text, ',') FROM schema_migrations"),
-        SCHEMA_VERSION.to_string()
+        db.psql("SELECT string_agg(version::text, ',' ORDER BY version) FROM schema_migrations"),
+        (1..=SCHEMA_VERSION)
+            .map(|v| v.to_string())
+            .collect::<Vec<_>>()
+            .join(",")
     );
     assert_eq!(
         db.psql("SELECT length(value) FROM secrets WHERE name = 'page_tokens'"),
@@ -71,7 +74,7 @@ fn a_fresh_database_is_migrated_to_the_whole_schema_once() {
     let again = open(&db).unwrap();
     assert_eq!(
         db.psql("SELECT count(*) FROM schema_migrations"),
-        "1".to_string()
+        SCHEMA_VERSION.to_string()
     );
     assert_eq!(db.psql("SELECT encode(value, 'hex') FROM secrets"), secret);
     again.close();
@@ -120,7 +123,10 @@ fn nodes_starting_together_migrate_once() {
     for store in &opened {
         assert!(store.is_ok(), "{:?}", store.as_ref().err());
     }
-    assert_eq!(db.psql("SELECT count(*) FROM schema_migrations"), "1");
+    assert_eq!(
+        db.psql("SELECT count(*) FROM schema_migrations"),
+        SCHEMA_VERSION.to_string()
+    );
     assert_eq!(db.psql("SELECT count(*) FROM secrets"), "1");
     assert_eq!(tables(&db), TABLES);
 }

@@ -95,6 +95,8 @@ pub struct OutputInput {
 #[napi]
 pub struct AgentBridge {
     queue: crate::wake::WakeQueue,
+    /// The plane, to keep a Task's session when its turn ends (a fleet's).
+    plane: crate::plane::TaskPlane,
     tools: crate::tools::AgentTools,
     watch: Mutex<Option<u64>>,
 }
@@ -110,8 +112,9 @@ impl AgentBridge {
         // Read here, on the JS thread, where Node changes the environment.
         let outputs = crate::tools::manifest::load(&config::process_env);
         PlaneCall::new(move || {
-            let queue = crate::wake::WakeQueue::start(plane).map_err(plane_error)?;
+            let queue = crate::wake::WakeQueue::start(plane.clone()).map_err(plane_error)?;
             Ok(AgentBridge {
+                plane,
                 tools: crate::tools::AgentTools::new(queue.clone(), outputs),
                 queue,
                 watch: Mutex::new(None),
@@ -155,7 +158,18 @@ impl AgentBridge {
             TurnOutcome::Held => crate::wake::TurnOutcome::Held,
         };
         let queue = self.queue.clone();
+        let plane = self.plane.clone();
         PlaneCall::new(move || {
+            // On a fleet the session is kept first, so whichever node works the Task next
+            // (once the turn's end is recorded) finds it. A session that cannot be kept
+            // does not keep the turn from ending: it is logged, naming the Task and why.
+            if let Err(err) = plane.keep_session(&task_id) {
+                crate::log::event_at(
+                    tracing::Level::ERROR,
+                    "a2a_session_not_kept",
+                    serde_json::json!({ "taskId": task_id, "message": err.to_string() }),
+                );
+            }
             queue
                 .turn_ended(&task_id, outcome, reason.as_deref())
                 .map_err(plane_error)

@@ -78,6 +78,8 @@ impl StoreInspector {
     /// there is no store there or a newer build wrote it.
     #[napi(factory, catch_unwind)]
     pub fn open(root: Option<String>) -> Result<StoreInspector> {
+        config::sqlite_only("the store inspector", &config::process_env)
+            .map_err(|e| failed_precondition(e.to_string()))?;
         let root = match root {
             Some(root) => PathBuf::from(root),
             None => {

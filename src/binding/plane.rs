@@ -295,6 +295,15 @@ impl TaskPlane {
         })
     }
 
+    /// The Task whose id starts or ends with `typed` (6+ characters, as a person types
+    /// it), or `null`; rejects when several match. Works on every store backend (the
+    /// offline `StoreInspector` reads only SQLite).
+    #[napi(ts_return_type = "Promise<string | null>")]
+    pub fn resolve_task_id(&self, typed: String) -> AsyncTask<PlaneCall<Option<String>>> {
+        let plane = self.plane.clone();
+        PlaneCall::new(move || plane.resolve_task_id(&typed).map_err(plane_error))
+    }
+
     /// The Task's Pi session file (the newest `.jsonl` in `sessions/<taskId>/`), if it has
     /// one.
     #[napi(catch_unwind)]

@@ -241,6 +241,10 @@ impl PgStore {
 }
 
 impl Backend for PgStore {
+    fn keeps_sessions(&self) -> bool {
+        true
+    }
+
     fn bytes(&self) -> Result<u64, StoreError> {
         let bytes = self.with_transaction(|tx| {
             tx.query_one("SELECT pg_database_size(current_database())", &[])

@@ -16,7 +16,7 @@ use postgres::{Client, Transaction};
 use crate::store::StoreError;
 
 /// The schema version this build writes.
-pub const SCHEMA_VERSION: i32 = 1;
+pub const SCHEMA_VERSION: i32 = 2;
 
 /// The advisory lock key every migrator of this schema takes (`a2a_sch` in ASCII).
 const MIGRATION_LOCK: i64 = 0x0061_3261_5f73_6368;
@@ -216,8 +216,28 @@ fn v1(tx: &mut Transaction<'_>) -> Result<(), StoreError> {
 
 type Migration = fn(&mut Transaction<'_>) -> Result<(), StoreError>;
 
+/// Version 2: each Task's Pi session files, kept when a turn ends and restored on the node
+/// that works the Task next (docs/fleet.md, "A Task's Pi session follows it"). A file goes
+/// with its Task (retention deletes the Task, the database its session).
+const V2: &str = r#"
+CREATE TABLE task_sessions (
+  task_id    TEXT NOT NULL REFERENCES tasks(task_id) ON DELETE CASCADE,
+  name       TEXT NOT NULL,
+  -- The body's content address (sha256:<hex>): a node whose copy has it reads no body.
+  digest     TEXT NOT NULL,
+  body       BYTEA NOT NULL,
+  updated_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+  PRIMARY KEY (task_id, name)
+);
+"#;
+
+fn v2(tx: &mut Transaction<'_>) -> Result<(), StoreError> {
+    tx.batch_execute(V2)?;
+    Ok(())
+}
+
 /// Every migration, in version order; the last one's version is [`SCHEMA_VERSION`].
-const MIGRATIONS: [(i32, Migration); 1] = [(1, v1)];
+const MIGRATIONS: [(i32, Migration); 2] = [(1, v1), (2, v2)];
 
 /// The version recorded in `schema_migrations` (0 when none), inside `tx`, refused when a
 /// newer build wrote it.

@@ -38,7 +38,10 @@ use crate::store::tasks::{
     terminal_states_sql, InputRequest, NewTask, Page, PageCursor, PageQuery, SummaryFilter,
     TaskRow, TaskSummary,
 };
-use crate::store::{EvidenceRow, Faults, ReadTx, StoreError, WriteTx};
+use crate::store::{
+    EvidenceRow, Faults, KeptSessionFile, LocalSessionFile, ReadTx, SessionFile, StoreError,
+    WriteTx,
+};
 
 /// Names this backend in [`StoreError::Database`].
 pub const BACKEND: &str = "PostgreSQL";
@@ -344,6 +347,29 @@ fn task_from_row(row: &Row) -> Result<TaskRow, StoreError> {
 }
 
 impl ReadTx for PgTx<'_> {
+    fn task_session_files(
+        &self,
+        task_id: &str,
+        local: &[LocalSessionFile],
+    ) -> Result<Vec<KeptSessionFile>, StoreError> {
+        let names: Vec<&str> = local.iter().map(|f| f.name.as_str()).collect();
+        let digests: Vec<&str> = local.iter().map(|f| f.digest.as_str()).collect();
+        Ok(self
+            .query(
+                "SELECT s.name, CASE WHEN s.digest = l.digest THEN NULL ELSE s.body END \
+                 FROM task_sessions s \
+                 LEFT JOIN unnest($2::text[], $3::text[]) AS l(name, digest) ON l.name = s.name \
+                 WHERE s.task_id = $1 ORDER BY s.name",
+                &[&task_id, &names, &digests],
+            )?
+            .into_iter()
+            .map(|row| KeptSessionFile {
+                name: row.get(0),
+                body: row.get(1),
+            })
+            .collect())
+    }
+
     fn task_by_id(&self, task_id: &str) -> Result<Option<TaskRow>, StoreError> {
         let lock = self.lock();
         Ok(self
@@ -836,6 +862,25 @@ impl ReadTx for PgTx<'_> {
 }
 
 impl WriteTx for PgTx<'_> {
+    fn keep_task_session(&self, task_id: &str, files: &[SessionFile]) -> Result<(), StoreError> {
+        let names: Vec<&str> = files.iter().map(|f| f.name.as_str()).collect();
+        self.execute(
+            "DELETE FROM task_sessions WHERE task_id = $1 AND NOT (name = ANY($2))",
+            &[&task_id, &names],
+        )?;
+        for file in files {
+            let digest = crate::digest::content_address(&file.body);
+            self.execute(
+                "INSERT INTO task_sessions (task_id, name, digest, body) VALUES ($1, $2, $3, $4) \
+                 ON CONFLICT (task_id, name) DO UPDATE \
+                 SET digest = EXCLUDED.digest, body = EXCLUDED.body, updated_at = now() \
+                 WHERE task_sessions.digest <> EXCLUDED.digest",
+                &[&task_id, &file.name, &digest, &file.body],
+            )?;
+        }
+        Ok(())
+    }
+
     fn step(&self, name: &str) -> Result<(), StoreError> {
         match self.faults {
             Some(faults) => faults.at(name),

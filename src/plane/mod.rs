@@ -67,7 +67,7 @@ pub use lookup::EarlierTask;
 pub use query::{ListFilter, PageCursor, SummaryFilter, TaskPage, TaskSummary};
 pub use retention::{CompactionReport, RETENTION_EVERY_MS, RETENTION_MS};
 pub use route::{check_direct_reply, AlwaysTask, Answer, Executor, Inbound, Watch};
-pub use session::{session_file, SESSIONS_DIR};
+pub use session::{local_session_files, session_file, MAX_KEPT_SESSION_BYTES, SESSIONS_DIR};
 pub use sources::A2A_SOURCE;
 pub use wakes::Delivery;
 pub use write::WriteJob;

@@ -140,6 +140,51 @@ pub trait ReadTx {
     fn oldest_live_task(&self) -> Result<Option<(String, i64)>, StoreError>;
     /// What is wrong with the store's own invariants (empty: nothing).
     fn problems(&self) -> Result<Vec<String>, StoreError>;
+
+    /// The Pi session files kept for `task_id` (a fleet's: see [`Backend::keeps_sessions`]),
+    /// by name; `local` names the node's own copies with their content addresses
+    /// ([`crate::digest::content_address`]), and a kept file that equals its local copy
+    /// comes without its body. Added for the fleet (issue #38); a backend whose sessions
+    /// stay in its local root keeps none and refuses.
+    fn task_session_files(
+        &self,
+        _task_id: &str,
+        _local: &[LocalSessionFile],
+    ) -> Result<Vec<KeptSessionFile>, StoreError> {
+        Err(no_session_keeping())
+    }
+}
+
+/// One Pi session file of a Task to keep in the database: its file name in
+/// `sessions/<taskId>/` and its bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionFile {
+    pub name: String,
+    pub body: Vec<u8>,
+}
+
+/// A node's own copy of a session file: its name and content address.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LocalSessionFile {
+    pub name: String,
+    pub digest: String,
+}
+
+/// A session file the database keeps: `body` is `None` when it equals the local copy
+/// named in the read (nothing to restore).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeptSessionFile {
+    pub name: String,
+    pub body: Option<Vec<u8>>,
+}
+
+fn no_session_keeping() -> StoreError {
+    StoreError::Database {
+        backend: "store",
+        message: "this store keeps the Pi sessions in its local root, not in the database \
+                  (only a fleet's PostgreSQL keeps them; a bug if you see this)"
+            .into(),
+    }
 }
 
 /// The typed writes of one write transaction. Every read of [`ReadTx`] sees this
@@ -272,6 +317,13 @@ pub trait WriteTx: ReadTx {
     /// Removes contexts idle since before `cutoff_ms` with no live Task; returns how many.
     fn delete_unused_contexts(&self, cutoff_ms: i64) -> Result<usize, StoreError>;
 
+    /// Makes `files` the Pi session files kept for `task_id` (the files kept before and
+    /// not named here are removed). Added for the fleet (issue #38); see
+    /// [`ReadTx::task_session_files`].
+    fn keep_task_session(&self, _task_id: &str, _files: &[SessionFile]) -> Result<(), StoreError> {
+        Err(no_session_keeping())
+    }
+
     /// SQLite's own tests reach the writer's connection here; every other caller uses
     /// the typed operations. `None` for any other backend.
     #[doc(hidden)]
@@ -318,4 +370,11 @@ pub trait Backend: Send + Sync + 'static {
     fn bytes(&self) -> Result<u64, StoreError>;
     /// The backend itself, for its own tests ([`super::Store::sqlite`]).
     fn as_any(&self) -> &dyn Any;
+    /// Whether the Tasks' Pi sessions are kept in the database (a fleet's PostgreSQL, so
+    /// that a Task's session follows it to another node) rather than only in the local
+    /// root (SQLite: the root holds the database and the sessions on one machine, and a
+    /// second process cannot open it, so there is nowhere else a session is needed).
+    fn keeps_sessions(&self) -> bool {
+        false
+    }
 }

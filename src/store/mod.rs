@@ -54,7 +54,9 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-pub use boundary::{Backend, EvidenceRow, ReadJob, ReadTx, WriteTx};
+pub use boundary::{
+    Backend, EvidenceRow, KeptSessionFile, LocalSessionFile, ReadJob, ReadTx, SessionFile, WriteTx,
+};
 pub use faults::{FaultAction, Faults, ACCEPTANCE_STEPS};
 pub use jobs::{answer_batch, Queue, Reply};
 pub use jobs::{at_batch_end, queue, wait_for_reply, Blocked, InOrder, Job, Jobs, OnCommit};
@@ -202,6 +204,11 @@ impl Store {
 
     pub fn root(&self) -> &Path {
         self.backend.root()
+    }
+
+    /// Whether the Tasks' Pi sessions are kept in the database ([`Backend::keeps_sessions`]).
+    pub fn keeps_sessions(&self) -> bool {
+        self.backend.keeps_sessions()
     }
 
     /// The SQLite store behind this handle, if SQLite holds it (its own tests and tools:
