@@ -76,9 +76,11 @@ impl TaskPlane {
         // A2A_STORE_URL: a fleet's PostgreSQL instead of the embedded SQLite (an unusable
         // value is refused here, naming the variable).
         let store = config::store_backend(&config::process_env).map_err(invalid_arg)?;
+        let wake_lease_ms = config::wake_lease_ms(&config::process_env).map_err(invalid_arg)?;
         Ok(PlaneCall::new(move || {
             let options = PlaneOptions {
                 store,
+                wake_lease_ms,
                 ..PlaneOptions::default()
             };
             let plane = plane::TaskPlane::open(&root, options).map_err(plane_error)?;

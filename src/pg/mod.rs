@@ -12,12 +12,13 @@
 //! - Errors name the database by host, port, name and user, never by its password.
 
 mod backend;
+pub mod listen;
 pub mod schema;
 mod tx;
 
 pub use backend::{PgOptions, PgStore, ATTEMPTS};
 pub use schema::SCHEMA_VERSION;
-pub use tx::BACKEND;
+pub use tx::{BACKEND, WAKE_CHANNEL};
 
 /// A PostgreSQL error as one line: the server's message, detail and SQLSTATE when it
 /// answered, else the client's own words.

@@ -210,6 +210,12 @@ impl Store {
         self.backend.as_any().downcast_ref::<SqliteStore>()
     }
 
+    /// The PostgreSQL store behind this handle, if PostgreSQL holds it (a store other
+    /// nodes share: wake leases, LISTEN).
+    pub fn postgres(&self) -> Option<&crate::pg::PgStore> {
+        self.backend.as_any().downcast_ref::<crate::pg::PgStore>()
+    }
+
     /// Creates `dir` (inside the root) and any missing parents, mode 0700, each new
     /// directory's parent fsynced before this returns (see [`durable`]).
     pub fn create_dir_durably(&self, dir: &Path) -> Result<(), StoreError> {
