@@ -91,6 +91,13 @@ impl TaskPlane {
         }))
     }
 
+    /// This node's id (host name, pid, random suffix; minted when the plane opened): the
+    /// owner of the wake leases it takes on a shared store, for the operator's status.
+    #[napi(getter)]
+    pub fn node_id(&self) -> String {
+        self.plane.node_id().to_string()
+    }
+
     /// The store root.
     #[napi(getter)]
     pub fn root(&self) -> String {
