@@ -229,3 +229,43 @@ fn a_dead_nodes_lease_expires_and_another_node_takes_the_task_with_the_count_con
     queue_b.close();
     b.close();
 }
+
+#[test]
+fn a_newer_message_to_a_task_another_node_works_waits_for_that_turn() {
+    let db = TestDatabase::new();
+    let (root_a, root_b) = (TempRoot::new("fleet-a"), TempRoot::new("fleet-b"));
+    let (a, b) = (node(&db, &root_a), node(&db, &root_b));
+    let queue_a = WakeQueue::start(a.clone()).unwrap();
+    let first = a
+        .accept_in_context("alice", None, user("m-1", "x"), vec![])
+        .unwrap();
+    let task = first.task_id.clone().unwrap();
+    assert!(queue_a.next_wake(LONG).is_some());
+    tools(&queue_a)
+        .require_input(&task, "which?", None)
+        .unwrap();
+    // The caller answers while A's turn still runs: a claim of its own.
+    let second = b
+        .continue_task("alice", &task, None, user("m-2", "that one"), vec![])
+        .unwrap();
+    match b.deliver_wake(&second.activation_id, &task).unwrap() {
+        Delivery::Skipped(why) => assert!(why.contains(a.node_id()), "{why}"),
+        other => panic!("B worked a Task whose turn runs on A: {other:?}"),
+    }
+    let (offered_b, expiry_b) = b.wakes_for_this_node().unwrap();
+    assert!(offered_b.is_empty(), "B is offered A's Task: {offered_b:?}");
+    assert!(
+        expiry_b.is_some_and(|ms| ms > 0 && ms <= LEASE_MS),
+        "{expiry_b:?}"
+    );
+    assert_eq!(a.wakes_for_this_node().unwrap().0.len(), 1);
+    // A's turn ends: the Task is B's to take (or A's: whoever comes first).
+    queue_a.close();
+    assert!(a.release_wake_lease(&first.activation_id).unwrap());
+    assert_eq!(
+        b.deliver_wake(&second.activation_id, &task).unwrap(),
+        Delivery::Delivered { delivery: 1 }
+    );
+    a.close();
+    b.close();
+}

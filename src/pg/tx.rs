@@ -311,6 +311,10 @@ impl<'c> PgTx<'c> {
 /// released lease) tells the other nodes.
 pub const WAKE_CHANNEL: &str = "a2a_wake";
 
+/// The first key of the advisory lock under which one Task's deliveries take turns (the
+/// second is the hash of its id): `a2a_` in ASCII.
+const TASK_DELIVERY_LOCK: i32 = 0x6132_615f;
+
 /// SQL for the ms from now (the database's clock) until the TIMESTAMPTZ `at` (negative
 /// once past; NULL when `at` is).
 fn remaining_ms_sql(at: &str) -> String {
@@ -640,7 +644,8 @@ impl ReadTx for PgTx<'_> {
 
     fn deliverable_claims_for(&self, node: &str) -> Result<Vec<Deliverable>, StoreError> {
         self.deliverable_where(
-            "(c.lease_owner IS NULL OR c.lease_owner = $1 OR c.lease_until <= clock_timestamp())",
+            "NOT EXISTS (SELECT 1 FROM claims o WHERE o.task_id = c.task_id \
+             AND o.lease_owner <> $1 AND o.lease_until > clock_timestamp())",
             &[&node],
         )
     }
@@ -1049,6 +1054,37 @@ impl WriteTx for PgTx<'_> {
         node: &str,
         lease_ms: i64,
     ) -> Result<WakeLease, StoreError> {
+        // A lease is on one claim, but a Task is worked by one node at a time: deliveries
+        // of one Task's claims take turns (a lock held until this transaction ends), and
+        // a live lease of another node on any claim of the Task keeps this one off.
+        let Some(task) = self.query_opt(
+            "SELECT task_id FROM claims WHERE activation_id = $1",
+            &[&activation_id],
+        )?
+        else {
+            return Ok(WakeLease::Missing);
+        };
+        let task_id: Option<String> = get(&task, 0)?;
+        let Some(task_id) = task_id else {
+            return Ok(WakeLease::Missing);
+        };
+        self.query_one(
+            "SELECT pg_advisory_xact_lock($1, hashtext($2))",
+            &[&TASK_DELIVERY_LOCK, &task_id],
+        )?;
+        if let Some(row) = self.query_opt(
+            &format!(
+                "SELECT lease_owner, {} FROM claims WHERE task_id = $1 AND activation_id <> $2 \
+                 AND lease_owner <> $3 AND lease_until > clock_timestamp() LIMIT 1",
+                remaining_ms_sql("lease_until")
+            ),
+            &[&task_id, &activation_id, &node],
+        )? {
+            return Ok(WakeLease::HeldBy {
+                owner: get(&row, 0)?,
+                remaining_ms: get(&row, 1)?,
+            });
+        }
         let Some(row) = self.query_opt(
             &format!(
                 "SELECT lease_owner, {} FROM claims WHERE activation_id = $1 FOR UPDATE SKIP LOCKED",
@@ -1057,18 +1093,8 @@ impl WriteTx for PgTx<'_> {
             &[&activation_id],
         )?
         else {
-            // Locked by another transaction, or not there: a plain read tells which.
-            let exists = self
-                .query_opt(
-                    "SELECT 1 FROM claims WHERE activation_id = $1",
-                    &[&activation_id],
-                )?
-                .is_some();
-            return Ok(if exists {
-                WakeLease::Busy
-            } else {
-                WakeLease::Missing
-            });
+            // Locked by another transaction (it was there a moment ago).
+            return Ok(WakeLease::Busy);
         };
         let owner: Option<String> = get(&row, 0)?;
         let remaining_ms: Option<i64> = get(&row, 1)?;

@@ -78,7 +78,7 @@ impl TaskPlane {
                 } => {
                     return Ok((
                         Delivery::Skipped(format!(
-                            "task {task_id} is being worked by node {owner} (its lease on activation {activation_id} runs {remaining_ms} ms more)"
+                            "task {task_id} is being worked by node {owner} (its lease runs {remaining_ms} ms more)"
                         )),
                         vec![],
                     ))

@@ -95,8 +95,9 @@ pub trait ReadTx {
     /// For each live Task not waiting for its caller, its newest activation when still
     /// deliverable, oldest first (what the wake queue is offered at startup).
     fn newest_deliverable_claims(&self) -> Result<Vec<Deliverable>, StoreError>;
-    /// [`ReadTx::newest_deliverable_claims`] without the claims whose wake another node
-    /// than `node` holds a live lease on (what `node`'s wake queue may be offered).
+    /// [`ReadTx::newest_deliverable_claims`] without the Tasks another node than `node`
+    /// holds a live lease on, on any of their claims (what `node`'s wake queue may be
+    /// offered).
     fn deliverable_claims_for(&self, node: &str) -> Result<Vec<Deliverable>, StoreError>;
     /// How long until the earliest live lease held by a node other than `node` expires,
     /// in ms on the database's clock (`None`: no other node holds one). A node sets its
@@ -207,8 +208,10 @@ pub trait WriteTx: ReadTx {
     ) -> Result<(), StoreError>;
 
     /// Takes the lease on the wake of claim `activation_id` for `node`, for `lease_ms` on
-    /// the database's clock, when it is free, expired or already `node`'s; a claim another
-    /// transaction has locked is skipped ([`WakeLease::Busy`]), never waited for.
+    /// the database's clock, when it is free, expired or already `node`'s and no other node
+    /// holds a live lease on another claim of the same Task (one node works a Task at a
+    /// time); a claim another transaction has locked is skipped ([`WakeLease::Busy`]),
+    /// never waited for.
     fn take_wake_lease(
         &self,
         activation_id: &str,

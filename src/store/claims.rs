@@ -248,7 +248,8 @@ pub fn newest_for_task(conn: &Connection, task_id: &str) -> Result<Option<String
 pub enum WakeLease {
     /// This node holds the lease now (it was free, expired, or already this node's).
     Taken,
-    /// Another node holds a live lease: `owner` (its node id), for `remaining_ms` more
+    /// Another node holds a live lease on this claim or another of its Task: `owner` (its
+    /// node id), for `remaining_ms` more
     /// (measured on the database's clock).
     HeldBy { owner: String, remaining_ms: i64 },
     /// Another transaction has the claim's row locked right now (a node delivering or
