@@ -54,10 +54,11 @@
 //! this picture, fails the build's tests).
 //!
 //! ```text
-//! 7  binding
-//! 6  tools  http
-//! 5  wake  handler
-//! 4  plane  pg
+//! 8  binding
+//! 7  tools  http
+//! 6  wake  handler
+//! 5  plane
+//! 4  pg
 //! 3  store  events  wire  config  metrics
 //! 2  record  log
 //! 1  ids  elicitation
@@ -71,6 +72,7 @@
 //! ```
 //!
 //! (`config`, `log`, `clock`, `digest` and `field_error` are used across the layers; the
+//! plane opens a PostgreSQL store through `pg`, which implements `store`'s boundary; the
 //! rows are the whole truth, the drawing the main paths.)
 
 pub mod clock;

@@ -16,7 +16,6 @@ use a2a_task_plane::plane::{
     content_address, DeliveryLease, DeliveryOutcome, DeliveryRequest, DeliveryStart, PlaneError,
     Reconciler, Recovery, SendFailure, TaskPlane,
 };
-use a2a_task_plane::store::StoreError;
 use common::*;
 
 fn request(id: &str, payload: &str, recovery: Recovery) -> DeliveryRequest {
@@ -34,17 +33,14 @@ fn request(id: &str, payload: &str, recovery: Recovery) -> DeliveryRequest {
 /// Leaves `id` in `sending`, as a process that died during the provider call would.
 fn stranded_in_sending(plane: &TaskPlane, id: &str, recovery: Recovery) {
     let r = request(id, "payload", recovery);
-    plane
-        .store()
-        .write(move |tx| {
-            tx.sqlite().expect("a SQLite store").conn().execute(
-                "INSERT INTO deliveries (delivery_id, principal, source, task_id, operation_id, payload_digest, recovery, state, created_ms, updated_ms) \
-                 VALUES (?1, 'alice', 'mail', NULL, ?2, ?3, ?4, 'sending', 0, 0)",
-                rusqlite::params![r.delivery_id, r.operation_id, r.payload_digest, r.recovery.as_str()],
-            )?;
-            Ok::<_, StoreError>(())
-        })
-        .unwrap();
+    execute_in(
+        plane,
+        &format!(
+            "INSERT INTO deliveries (delivery_id, principal, source, task_id, operation_id, payload_digest, recovery, state, created_ms, updated_ms) \
+             VALUES ('{}', 'alice', 'mail', NULL, '{}', '{}', '{}', 'sending', 0, 0)",
+            r.delivery_id, r.operation_id, r.payload_digest, r.recovery.as_str()
+        ),
+    );
 }
 
 #[test]
@@ -128,16 +124,10 @@ fn a_lookup_delivery_without_its_reconciler_fails_closed_as_ambiguous() {
         matches!(outcome, DeliveryOutcome::Ambiguous { .. }),
         "{outcome:?}"
     );
-    let db = plane
-        .store()
-        .sqlite()
-        .expect("a SQLite store")
-        .db_path()
-        .to_path_buf();
     assert_eq!(
-        count(
-            &db,
-            "SELECT COUNT(*) FROM evidence WHERE kind = 'delivery_ambiguous' AND healthy = 0"
+        count_in(
+            &plane,
+            "SELECT COUNT(*) FROM evidence WHERE kind = 'delivery_ambiguous' AND NOT healthy"
         ),
         1
     );

@@ -63,14 +63,8 @@ fn a_terminal_task_and_its_claim_are_kept_thirty_days_then_the_identity_is_new_w
         "the same identity is new work once pruned"
     );
     assert_ne!(again.task_id.as_deref(), Some(task.as_str()));
-    let db = plane
-        .store()
-        .sqlite()
-        .expect("a SQLite store")
-        .db_path()
-        .to_path_buf();
     assert_eq!(
-        count(&db, "SELECT COUNT(*) FROM history"),
+        count_in(&plane, "SELECT COUNT(*) FROM history"),
         1,
         "the pruned Task's history went with it"
     );
@@ -218,17 +212,13 @@ fn deliveries_and_evidence_follow_the_window_and_sending_is_never_pruned() {
         )
         .unwrap();
     // A delivery caught mid-send (a crash would leave it so).
-    plane
-        .store()
-        .write(|tx| {
-            tx.sqlite().expect("a SQLite store").conn().execute(
-                "INSERT INTO deliveries (delivery_id, principal, source, task_id, operation_id, payload_digest, recovery, state, created_ms, updated_ms) \
-                 VALUES ('d-2', 'alice', 'mail', NULL, 'op-d-2', 'sha256:00', 'lookup', 'sending', ?1, ?1)",
-                [T0],
-            )?;
-            Ok::<_, a2a_task_plane::store::StoreError>(())
-        })
-        .unwrap();
+    execute_in(
+        &plane,
+        &format!(
+            "INSERT INTO deliveries (delivery_id, principal, source, task_id, operation_id, payload_digest, recovery, state, created_ms, updated_ms) \
+             VALUES ('d-2', 'alice', 'mail', NULL, 'op-d-2', 'sha256:00', 'lookup', 'sending', {T0}, {T0})"
+        ),
+    );
 
     clock.advance(31 * DAY_MS);
     let plane = reopen(plane, &tmp.store(), &clock);
@@ -241,15 +231,9 @@ fn deliveries_and_evidence_follow_the_window_and_sending_is_never_pruned() {
         plane.delivery_state("d-2").unwrap().map(|s| s.0).as_deref(),
         Some("sending")
     );
-    let db = plane
-        .store()
-        .sqlite()
-        .expect("a SQLite store")
-        .db_path()
-        .to_path_buf();
     assert_eq!(
-        count(
-            &db,
+        count_in(
+            &plane,
             &format!("SELECT COUNT(*) FROM evidence WHERE evidence_id = '{standalone}'")
         ),
         0
@@ -265,35 +249,23 @@ fn startup_quarantines_a_claim_whose_task_is_missing() {
         .accept_in_context("alice", None, user("m-1", "x"), vec![])
         .unwrap();
     let task = acc.task_id.unwrap();
-    plane
-        .store()
-        .write(move |tx| {
-            tx.sqlite()
-                .expect("a SQLite store")
-                .conn()
-                .execute("DELETE FROM tasks WHERE task_id = ?1", [&task])?;
-            Ok::<_, a2a_task_plane::store::StoreError>(())
-        })
-        .unwrap();
+    execute_in(
+        &plane,
+        &format!("DELETE FROM tasks WHERE task_id = '{task}'"),
+    );
     let plane = reopen(plane, &tmp.store(), &clock);
     assert_eq!(plane.startup_report().quarantined_claims, 1);
-    let db = plane
-        .store()
-        .sqlite()
-        .expect("a SQLite store")
-        .db_path()
-        .to_path_buf();
     assert_eq!(
-        count(
-            &db,
+        count_in(
+            &plane,
             "SELECT COUNT(*) FROM claims WHERE state = 'QUARANTINED'"
         ),
         1
     );
     assert_eq!(
-        count(
-            &db,
-            "SELECT COUNT(*) FROM evidence WHERE healthy = 0 AND kind = 'claim_quarantined'"
+        count_in(
+            &plane,
+            "SELECT COUNT(*) FROM evidence WHERE NOT healthy AND kind = 'claim_quarantined'"
         ),
         1
     );
@@ -308,6 +280,9 @@ fn startup_quarantines_a_claim_whose_task_is_missing() {
 /// the store is upgraded.
 #[test]
 fn an_upgraded_store_quarantines_a_claim_orphaned_before_removals_were_noted() {
+    if !on_sqlite("an_upgraded_store_quarantines_a_claim_orphaned_before_removals_were_noted") {
+        return;
+    }
     let tmp = TempRoot::new("ret-orphan-upgrade");
     let clock = ManualClock::new(T0);
     let plane = open_with_clock(&tmp.store(), &clock);
@@ -407,6 +382,9 @@ fn a_task_session_folder_goes_with_its_task_and_an_orphan_after_the_window() {
 /// from the Tasks it already holds.
 #[test]
 fn the_kept_task_count_follows_inserts_state_changes_compaction_and_migration() {
+    if !on_sqlite("the_kept_task_count_follows_inserts_state_changes_compaction_and_migration") {
+        return;
+    }
     use a2a_task_plane::plane::{Inspector, ListFilter};
     let tmp = TempRoot::new("ret-counts");
     let clock = ManualClock::new(T0);
@@ -488,6 +466,11 @@ fn the_kept_task_count_follows_inserts_state_changes_compaction_and_migration() 
 /// each, and a store from before keeps every record it held.
 #[test]
 fn evidence_is_one_record_per_content_and_task_before_and_after_the_schema_6_migration() {
+    if !on_sqlite(
+        "evidence_is_one_record_per_content_and_task_before_and_after_the_schema_6_migration",
+    ) {
+        return;
+    }
     use a2a_task_plane::plane::Inspector;
     let tmp = TempRoot::new("ret-evidence-v6");
     let clock = ManualClock::new(T0);
@@ -582,6 +565,9 @@ fn evidence_is_one_record_per_content_and_task_before_and_after_the_schema_6_mig
 /// row counts say anything at all, goes on in order after it.
 #[test]
 fn history_and_artifacts_go_on_in_order_across_the_schema_8_upgrade() {
+    if !on_sqlite("history_and_artifacts_go_on_in_order_across_the_schema_8_upgrade") {
+        return;
+    }
     use a2a_task_plane::plane::InterruptKind;
     use a2a_task_plane::record::ArtifactRecord;
     let tmp = TempRoot::new("ret-positions-v8");

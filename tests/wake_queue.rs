@@ -284,23 +284,17 @@ fn admission_is_bounded_and_overflow_is_logged_and_durable() {
     }
     plane.events().unwatch(watch);
     assert_eq!(queue.waiting(), MAX_WAITING);
-    let db = plane
-        .store()
-        .sqlite()
-        .expect("a SQLite store")
-        .db_path()
-        .to_path_buf();
     assert_eq!(
-        count(
-            &db,
+        count_in(
+            &plane,
             "SELECT COUNT(*) FROM claims WHERE state = 'WAKE_FAILED'"
         ),
         3
     );
     assert_eq!(
-        count(
-            &db,
-            "SELECT COUNT(*) FROM evidence WHERE kind = 'wake_overflow' AND healthy = 0"
+        count_in(
+            &plane,
+            "SELECT COUNT(*) FROM evidence WHERE kind = 'wake_overflow' AND NOT healthy"
         ),
         3
     );

@@ -39,7 +39,14 @@ if ! command -v apt-get >/dev/null; then
 fi
 say "installing the PostgreSQL server (Debian's postgresql package; about a minute)…"
 export DEBIAN_FRONTEND=noninteractive
-if ! { apt-get update -qq >&2 && apt-get install -y -qq --no-install-recommends postgresql >&2; }; then
+# The tests start clusters of their own: the package's default cluster (a server on port
+# 5432 started by the install) is not made, unless this machine's settings say otherwise
+# (--force-confold keeps this file when the package brings its own).
+if [ ! -e /etc/postgresql-common/createcluster.conf ]; then
+  mkdir -p /etc/postgresql-common
+  echo "create_main_cluster = false" >/etc/postgresql-common/createcluster.conf
+fi
+if ! { apt-get update -qq >&2 && apt-get install -y -qq --no-install-recommends -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold postgresql >&2; }; then
   say "apt-get could not install postgresql (output above); check that Debian's package mirror is reachable, then run this again"
   exit 1
 fi

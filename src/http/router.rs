@@ -232,8 +232,10 @@ fn sampled(shared: &Shared) -> Sampled {
     let store_open = !plane.is_closed();
     Sampled {
         live_streams: shared.handler.streams.live(),
+        // 0 when it cannot be told (closed, or the database did not answer: the
+        // store's state says which).
         store_bytes: if store_open {
-            crate::plane::store_bytes(plane.root())
+            plane.store().bytes().unwrap_or(0)
         } else {
             0
         },

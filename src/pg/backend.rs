@@ -33,7 +33,9 @@ use r2d2_postgres::PostgresConnectionManager;
 use super::tx::{may_succeed_again, store_error, PgTx, Statements, BACKEND};
 use super::{describe, schema, target};
 use crate::config::PostgresUrl;
-use crate::store::{answer_batch, queue, Backend, Job, Jobs, Queue, ReadJob, StoreError};
+use crate::store::{
+    answer_batch, queue, Backend, Faults, Job, Jobs, Queue, ReadJob, StoreError, WriteTx,
+};
 
 type Pool = r2d2::Pool<Manager>;
 
@@ -79,6 +81,8 @@ pub struct PgOptions {
     pub readers: u32,
     /// How long connecting may take, at open and when the pool replaces a connection.
     pub connect_timeout: Duration,
+    /// Test-only failure injection at the named steps of a write ([`WriteTx::step`]).
+    pub faults: Option<Arc<Faults>>,
 }
 
 impl Default for PgOptions {
@@ -87,6 +91,7 @@ impl Default for PgOptions {
             writers: 4,
             readers: 8,
             connect_timeout: Duration::from_secs(10),
+            faults: None,
         }
     }
 }
@@ -163,10 +168,10 @@ impl PgStore {
         let jobs = Arc::new(Mutex::new(jobs));
         let workers = (0..writers)
             .map(|n| {
-                let (pool, jobs) = (pool.clone(), jobs.clone());
+                let (pool, jobs, faults) = (pool.clone(), jobs.clone(), options.faults.clone());
                 std::thread::Builder::new()
                     .name(format!("a2a-pg-writer-{n}"))
-                    .spawn(move || worker_loop(&pool, &jobs))
+                    .spawn(move || worker_loop(&pool, &jobs, faults.as_deref()))
                     .map_err(|e| database_error(format!("cannot start a writer thread: {e}")))
             })
             .collect::<Result<Vec<_>, _>>()?;
@@ -247,6 +252,14 @@ impl PgStore {
 }
 
 impl Backend for PgStore {
+    fn bytes(&self) -> Result<u64, StoreError> {
+        let bytes = self.with_transaction(|tx| {
+            tx.query_one("SELECT pg_database_size(current_database())", &[])
+                .map(|row| row.get::<_, i64>(0))
+        })?;
+        Ok(u64::try_from(bytes).unwrap_or(0))
+    }
+
     fn root(&self) -> &Path {
         &self.root
     }
@@ -288,13 +301,13 @@ impl Drop for PgStore {
 }
 
 /// One writer: takes the next job and runs it, until the queue closes.
-fn worker_loop(pool: &Pool, jobs: &Mutex<Jobs>) {
+fn worker_loop(pool: &Pool, jobs: &Mutex<Jobs>, faults: Option<&Faults>) {
     loop {
         let job = match jobs.lock().unwrap_or_else(|p| p.into_inner()).recv() {
             Ok(job) => job,
             Err(_) => return,
         };
-        run_job(pool, job);
+        run_job(pool, job, faults);
     }
 }
 
@@ -305,7 +318,7 @@ enum Attempt {
     RolledBack(Option<StoreError>, bool),
 }
 
-fn run_job(pool: &Pool, mut job: Box<dyn Job>) {
+fn run_job(pool: &Pool, mut job: Box<dyn Job>, faults: Option<&Faults>) {
     for attempt in 1..=ATTEMPTS {
         let mut conn = match pool.get() {
             Ok(conn) => conn,
@@ -318,7 +331,7 @@ fn run_job(pool: &Pool, mut job: Box<dyn Job>) {
         };
         let PgConnection { client, statements } = &mut *conn;
         let outcome = match client.transaction() {
-            Ok(tx) => attempt_job(&mut *job, PgTx::write(tx, statements)),
+            Ok(tx) => attempt_job(&mut *job, PgTx::write(tx, statements, faults)),
             Err(e) => Attempt::RolledBack(Some(store_error(&e)), may_succeed_again(&e)),
         };
         match outcome {
@@ -367,6 +380,10 @@ fn attempt_job(job: &mut dyn Job, tx: PgTx<'_>) -> Attempt {
     if let Err(e) = tx.write_counts() {
         let again = tx.refused().is_some_and(|r| r.again);
         return Attempt::RolledBack(Some(e), again);
+    }
+    // The last named step of a write, as SQLite's writer marks it before its COMMIT.
+    if let Err(e) = tx.step("commit") {
+        return Attempt::RolledBack(Some(e), false);
     }
     match tx.into_inner().commit() {
         Ok(()) => Attempt::Committed,

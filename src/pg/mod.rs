@@ -20,6 +20,25 @@ pub use backend::{PgOptions, PgStore, ATTEMPTS};
 pub use schema::SCHEMA_VERSION;
 pub use tx::{BACKEND, WAKE_CHANNEL};
 
+use crate::store::{Store, StoreError, StoreOptions};
+
+/// The store handle on the PostgreSQL database `url` names, for this node's local store
+/// `root` (created and locked first, see [`Store::open_with_backend`]).
+pub fn open_store(
+    root: &std::path::Path,
+    url: &crate::config::PostgresUrl,
+    options: StoreOptions,
+) -> Result<Store, StoreError> {
+    let pg_options = PgOptions {
+        faults: options.faults.clone(),
+        ..PgOptions::default()
+    };
+    Store::open_with_backend(root, options, || {
+        let pg = PgStore::open(url, root, pg_options)?;
+        Ok(std::sync::Arc::new(pg))
+    })
+}
+
 /// A PostgreSQL error as one line: the server's message, detail and SQLSTATE when it
 /// answered, else the client's own words.
 pub fn describe(err: &postgres::Error) -> String {

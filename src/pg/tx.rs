@@ -38,7 +38,7 @@ use crate::store::tasks::{
     terminal_states_sql, InputRequest, NewTask, Page, PageCursor, PageQuery, SummaryFilter,
     TaskRow, TaskSummary,
 };
-use crate::store::{EvidenceRow, ReadTx, StoreError, WriteTx};
+use crate::store::{EvidenceRow, Faults, ReadTx, StoreError, WriteTx};
 
 /// Names this backend in [`StoreError::Database`].
 pub const BACKEND: &str = "PostgreSQL";
@@ -106,19 +106,31 @@ pub struct PgTx<'c> {
     refused: Cell<Option<Refusal>>,
     /// (principal, state) → Tasks more or fewer, written before commit.
     counts: RefCell<BTreeMap<(String, &'static str), i64>>,
+    /// Test-only failure injection at named steps ([`WriteTx::step`]).
+    faults: Option<&'c Faults>,
 }
 
 impl<'c> PgTx<'c> {
     pub fn read(tx: Transaction<'c>, statements: &'c mut Statements) -> PgTx<'c> {
-        PgTx::new(tx, statements, false)
+        PgTx::new(tx, statements, false, None)
     }
 
-    pub fn write(tx: Transaction<'c>, statements: &'c mut Statements) -> PgTx<'c> {
-        PgTx::new(tx, statements, true)
+    pub fn write(
+        tx: Transaction<'c>,
+        statements: &'c mut Statements,
+        faults: Option<&'c Faults>,
+    ) -> PgTx<'c> {
+        PgTx::new(tx, statements, true, faults)
     }
 
-    fn new(tx: Transaction<'c>, statements: &'c mut Statements, write: bool) -> PgTx<'c> {
+    fn new(
+        tx: Transaction<'c>,
+        statements: &'c mut Statements,
+        write: bool,
+        faults: Option<&'c Faults>,
+    ) -> PgTx<'c> {
         PgTx {
+            faults,
             tx: RefCell::new(tx),
             statements: RefCell::new(statements),
             write,
@@ -876,10 +888,11 @@ impl ReadTx for PgTx<'_> {
 }
 
 impl WriteTx for PgTx<'_> {
-    fn step(&self, _name: &str) -> Result<(), StoreError> {
-        // Failure injection at named steps is the SQLite store's (its `Faults`); here a
-        // test breaks the server or the connection instead.
-        Ok(())
+    fn step(&self, name: &str) -> Result<(), StoreError> {
+        match self.faults {
+            Some(faults) => faults.at(name),
+            None => Ok(()),
+        }
     }
 
     fn insert_task(&self, task: &NewTask<'_>) -> Result<i64, StoreError> {

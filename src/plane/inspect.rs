@@ -110,14 +110,5 @@ impl Inspector {
 
 /// The size of the store's database files under `root` (with its WAL and shared memory).
 pub fn store_bytes(root: &std::path::Path) -> u64 {
-    let db = root.join(store::DB_FILE);
-    ["", "-wal", "-shm"]
-        .iter()
-        .filter_map(|suffix| {
-            let mut name = db.as_os_str().to_owned();
-            name.push(suffix);
-            std::fs::metadata(PathBuf::from(name)).ok()
-        })
-        .map(|m| m.len())
-        .sum()
+    store::file_bytes(root)
 }

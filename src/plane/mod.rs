@@ -146,7 +146,7 @@ impl TaskPlane {
         };
         let store = match &options.store {
             StoreBackend::Sqlite => Store::open(root, store_options)?,
-            StoreBackend::Postgres(url) => Store::open_postgres(root, url, store_options)?,
+            StoreBackend::Postgres(url) => crate::pg::open_store(root, url, store_options)?,
         };
         let mut plane = TaskPlane {
             store,

@@ -339,6 +339,9 @@ pub trait Backend: Send + Sync + 'static {
     /// releases the root. Idempotent.
     fn close(&self);
     fn is_closed(&self) -> bool;
+    /// The space the store takes, in bytes (the operator's health view): SQLite's files,
+    /// PostgreSQL's database.
+    fn bytes(&self) -> Result<u64, StoreError>;
     /// The backend itself, for its own tests ([`super::Store::sqlite`]).
     fn as_any(&self) -> &dyn Any;
 }

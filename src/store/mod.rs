@@ -158,7 +158,7 @@ pub struct Store {
     /// Test-only: failure injection and the trace of syncs (for the root's directories).
     faults: Option<Arc<Faults>>,
     /// The root's lock when the backend does not hold it itself (a database elsewhere,
-    /// [`Store::open_postgres`]): released on `close()`.
+    /// [`Store::open_with_backend`]): released on `close()`.
     root_lock: Arc<Mutex<Option<std::fs::File>>>,
 }
 
@@ -180,13 +180,14 @@ impl Store {
         }
     }
 
-    /// Opens the PostgreSQL store `url` names, for this node, whose local store `root`
-    /// (Pi sessions, logs, the control socket) is created if needed and locked first: one
-    /// process per root, as with SQLite (see [`crate::pg::PgStore::open`]).
-    pub fn open_postgres(
+    /// A store whose database lives elsewhere (a fleet's PostgreSQL: `pg::open_store`),
+    /// for this node, whose local store `root` (Pi sessions, logs, the control socket) is
+    /// created if needed and locked first, one process per root as with SQLite; then
+    /// `open_backend` opens the backend.
+    pub fn open_with_backend(
         root: &Path,
-        url: &crate::config::PostgresUrl,
         options: StoreOptions,
+        open_backend: impl FnOnce() -> Result<Arc<dyn Backend>, StoreError>,
     ) -> Result<Store, StoreError> {
         let trace = options.faults.as_deref();
         durable::create_dir_all(root, 0o700, trace).map_err(|e| StoreError::Io {
@@ -194,8 +195,7 @@ impl Store {
             message: format!("cannot create the store directory: {e}"),
         })?;
         let lock = root_lock::take(root, trace)?;
-        let pg = crate::pg::PgStore::open(url, root, crate::pg::PgOptions::default())?;
-        let store = Store::with_backend(Arc::new(pg), options.faults);
+        let store = Store::with_backend(open_backend()?, options.faults);
         *store.root_lock.lock().unwrap_or_else(|p| p.into_inner()) = Some(lock);
         Ok(store)
     }
@@ -284,6 +284,11 @@ impl Store {
 
     /// Stops the writer after the writes already queued, closes every connection and
     /// releases the root's lock. Idempotent.
+    /// The space the store takes, in bytes (SQLite's files; PostgreSQL's database).
+    pub fn bytes(&self) -> Result<u64, StoreError> {
+        self.backend.bytes()
+    }
+
     pub fn close(&self) {
         self.backend.close();
         // Closing the file releases the flock (after the backend let go of the root).
@@ -296,6 +301,21 @@ impl Store {
     pub fn is_closed(&self) -> bool {
         self.backend.is_closed()
     }
+}
+
+/// The bytes of the SQLite database under `root`: the file, its WAL and shared memory
+/// (readable without opening the store: the offline inspector's figure too).
+pub fn file_bytes(root: &Path) -> u64 {
+    let db = root.join(DB_FILE);
+    ["", "-wal", "-shm"]
+        .iter()
+        .filter_map(|suffix| {
+            let mut name = db.as_os_str().to_owned();
+            name.push(suffix);
+            std::fs::metadata(PathBuf::from(name)).ok()
+        })
+        .map(|m| m.len())
+        .sum()
 }
 
 /// `('a', 'b')`: store names as an SQL list for `IN`. The names are the enums' own (never

@@ -267,6 +267,10 @@ impl Drop for Shared {
 }
 
 impl Backend for SqliteStore {
+    fn bytes(&self) -> Result<u64, StoreError> {
+        Ok(super::file_bytes(&self.shared.root))
+    }
+
     fn root(&self) -> &Path {
         &self.shared.root
     }

@@ -51,7 +51,9 @@ pub fn on_test_store(root: &Path, options: PlaneOptions) -> PlaneOptions {
     if !postgres::suites_on_postgres() {
         return options;
     }
-    let url = postgres::database_of(root).url();
+    // A child process of a test is handed its parent's database for the root.
+    let url =
+        std::env::var("A2A_TEST_STORE_URL").unwrap_or_else(|_| postgres::database_of(root).url());
     let env = |name: &str| (name == "A2A_STORE_URL").then(|| url.clone());
     PlaneOptions {
         store: a2a_task_plane::config::store_backend(&env).unwrap(),
@@ -156,12 +158,65 @@ pub fn runtime() -> tokio::runtime::Runtime {
 /// answers on `plane`'s store, read outside the plane: from the SQLite file, or with psql
 /// from the root's PostgreSQL database.
 pub fn count_in(plane: &TaskPlane, sql: &str) -> i64 {
-    match plane.store().sqlite() {
-        Some(sqlite) => count(sqlite.db_path(), sql),
-        None => postgres::database_of(plane.root())
-            .psql(sql)
-            .parse()
-            .unwrap(),
+    count_at(plane.root(), sql)
+}
+
+/// Runs `sql` (one statement, its values written in it) on `plane`'s store as if from
+/// outside the plane's rules: in the writer's transaction on SQLite (so its kept rows
+/// follow), with psql on PostgreSQL. For tests that leave a store as a crash would.
+pub fn execute_in(plane: &TaskPlane, sql: &str) {
+    if plane.store().sqlite().is_none() {
+        postgres::database_of(plane.root()).psql(sql);
+        return;
+    }
+    let sql = sql.to_string();
+    plane
+        .store()
+        .write(move |tx| {
+            tx.sqlite()
+                .expect("a SQLite store")
+                .conn()
+                .execute_batch(&sql)?;
+            Ok::<_, a2a_task_plane::store::StoreError>(())
+        })
+        .unwrap();
+}
+
+/// The rows `sql` (one text column, its values written in it) answers on `plane`'s
+/// store, read outside the plane (the SQLite file, or psql on PostgreSQL).
+pub fn text_rows_in(plane: &TaskPlane, sql: &str) -> Vec<String> {
+    if postgres::suites_on_postgres() {
+        let out = postgres::database_of(plane.root()).psql(sql);
+        return out.lines().map(str::to_string).collect();
+    }
+    let db = plane.root().join(a2a_task_plane::store::DB_FILE);
+    let conn =
+        rusqlite::Connection::open_with_flags(db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .unwrap();
+    let mut statement = conn.prepare(sql).unwrap();
+    statement
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect()
+}
+
+/// [`count_in`] for the store at `root`, open or not.
+pub fn count_at(root: &Path, sql: &str) -> i64 {
+    if postgres::suites_on_postgres() {
+        postgres::database_of(root).psql(sql).parse().unwrap()
+    } else {
+        count(&root.join(a2a_task_plane::store::DB_FILE), sql)
+    }
+}
+
+/// The environment a child process of a test needs to open the store at `root` as its
+/// parent does (on PostgreSQL: the root's database).
+pub fn child_store_env(root: &Path) -> Vec<(&'static str, String)> {
+    if postgres::suites_on_postgres() {
+        vec![("A2A_TEST_STORE_URL", postgres::database_of(root).url())]
+    } else {
+        Vec::new()
     }
 }
 

@@ -18,16 +18,13 @@ pub const LONG: Duration = Duration::from_secs(5);
 /// The claim states an activation went through, in order (`WAKE_DELIVERED 1`: with its
 /// count).
 pub fn claim_states(plane: &TaskPlane, activation: &str) -> Vec<String> {
-    let conn =
-        rusqlite::Connection::open(plane.store().sqlite().expect("a SQLite store").db_path())
-            .unwrap();
-    let mut stmt = conn
-        .prepare("SELECT kind || COALESCE(' ' || count, '') FROM claim_states WHERE activation_id = ?1 ORDER BY n")
-        .unwrap();
-    stmt.query_map([activation], |r| r.get(0))
-        .unwrap()
-        .map(Result::unwrap)
-        .collect()
+    super::text_rows_in(
+        plane,
+        &format!(
+            "SELECT kind || COALESCE(' ' || count, '') FROM claim_states \
+             WHERE activation_id = '{activation}' ORDER BY n"
+        ),
+    )
 }
 
 /// Retries after 20 ms, so tests need not wait for the real delays.
