@@ -39,6 +39,12 @@ pub fn open_store(
     })
 }
 
+/// The PostgreSQL store behind `store`, if PostgreSQL holds it (a store other nodes may
+/// share: wake leases, LISTEN).
+pub fn of(store: &Store) -> Option<&PgStore> {
+    store.backend().as_any().downcast_ref::<PgStore>()
+}
+
 /// A PostgreSQL error as one line: the server's message, detail and SQLSTATE when it
 /// answered, else the client's own words.
 pub fn describe(err: &postgres::Error) -> String {

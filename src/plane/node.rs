@@ -42,7 +42,7 @@ impl TaskPlane {
     /// root) a lease is always this node's and nothing is stored, so the lease calls that
     /// are a transaction of their own are not made at all (no write for nothing).
     pub fn shares_store(&self) -> bool {
-        self.store.postgres().is_some()
+        crate::pg::of(&self.store).is_some()
     }
 
     /// How long this node's lease on a wake lasts unless renewed, in ms.

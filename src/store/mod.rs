@@ -210,10 +210,10 @@ impl Store {
         self.backend.as_any().downcast_ref::<SqliteStore>()
     }
 
-    /// The PostgreSQL store behind this handle, if PostgreSQL holds it (a store other
-    /// nodes share: wake leases, LISTEN).
-    pub fn postgres(&self) -> Option<&crate::pg::PgStore> {
-        self.backend.as_any().downcast_ref::<crate::pg::PgStore>()
+    /// The backend behind this handle (a backend's own module finds itself in it with
+    /// [`Backend::as_any`], e.g. `pg::of`).
+    pub fn backend(&self) -> &dyn Backend {
+        &*self.backend
     }
 
     /// Creates `dir` (inside the root) and any missing parents, mode 0700, each new

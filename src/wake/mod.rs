@@ -179,7 +179,7 @@ impl WakeQueue {
             .map_err(|e| {
                 PlaneError::FailedPrecondition(format!("cannot start the wake thread: {e}"))
             })?;
-        if let Some(pg) = plane.store().postgres() {
+        if let Some(pg) = crate::pg::of(plane.store()) {
             queue.start_lease_renewal()?;
             let listener = pg.listen(&[crate::pg::WAKE_CHANNEL], queue.fleet_listener())?;
             *queue
