@@ -306,7 +306,7 @@ fn writes_queued_one_after_another_are_applied_in_that_order() {
     let (done, replies) = mpsc::channel();
     for i in 1..=n {
         let done = done.clone();
-        let message = MessageRecord::user_text(&format!("m-{i}"), "next");
+        let message = MessageRecord::user_text(format!("m-{i}"), "next");
         let blocked = store.submit(
             move |tx| {
                 let task = tx.task_by_id("t-1")?.expect("the Task");
