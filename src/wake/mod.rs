@@ -116,9 +116,6 @@ struct Inner {
     changed: Condvar,
     /// ...and async ones ([`WakeQueue::next_wake_async`]) on this; `notify` signals both.
     woke: tokio::sync::Notify,
-    /// On a store other nodes share: the LISTEN connection that tells this queue of wakes
-    /// accepted or released elsewhere (stopped by `close`).
-    listener: Mutex<Option<crate::pg::listen::Listener>>,
 }
 
 /// The wake queue of one open plane. Cheap to clone; `close()` stops it for every clone.
@@ -158,7 +155,6 @@ impl WakeQueue {
                 state: Mutex::new(State::default()),
                 changed: Condvar::new(),
                 woke: tokio::sync::Notify::new(),
-                listener: Mutex::new(None),
             }),
         };
         let view: std::sync::Weak<Inner> = Arc::downgrade(&queue.inner);
@@ -179,119 +175,7 @@ impl WakeQueue {
             .map_err(|e| {
                 PlaneError::FailedPrecondition(format!("cannot start the wake thread: {e}"))
             })?;
-        if let Some(pg) = crate::pg::of(plane.store()) {
-            queue.start_lease_renewal()?;
-            let listener = pg.listen(&[crate::pg::WAKE_CHANNEL], queue.fleet_listener())?;
-            *queue
-                .inner
-                .listener
-                .lock()
-                .unwrap_or_else(|p| p.into_inner()) = Some(listener);
-        }
         Ok(queue)
-    }
-
-    /// What this queue does with what its LISTEN connection hears: on (re)connecting and on
-    /// each `a2a_wake`, it reads the wakes this node may take and admits the new ones; a
-    /// timer set to the earliest expiry of another node's lease does the same (that wake
-    /// may be left by a node that died). Nothing else reads while the resident idles.
-    fn fleet_listener(&self) -> Box<dyn FnMut(crate::pg::listen::Heard) + Send> {
-        use crate::pg::listen::Heard;
-        let queue = Arc::downgrade(&self.inner);
-        let mut expiry: Option<Instant> = None;
-        Box::new(move |heard| {
-            let Some(inner) = queue.upgrade() else { return };
-            let queue = WakeQueue { inner };
-            let due = match heard {
-                Heard::Connected | Heard::Notification { .. } => true,
-                Heard::Tick => expiry.is_some_and(|at| Instant::now() >= at),
-            };
-            if !due || queue.is_closed() {
-                return;
-            }
-            match queue.inner.plane.wakes_for_this_node() {
-                Ok((wakes, foreign_ms)) => {
-                    // A little after the expiry, so the database's clock has passed it too.
-                    expiry = foreign_ms
-                        .map(|ms| Instant::now() + Duration::from_millis(ms.max(0) as u64 + 20));
-                    for wake in wakes {
-                        queue.readmit(wake);
-                    }
-                }
-                Err(err) => {
-                    if !err.is_closed() {
-                        crate::log::warn(
-                            "a2a_wake_reread_failed",
-                            json!({ "error": err.to_string(), "retryInMs": 1000 }),
-                        );
-                        expiry = Some(Instant::now() + Duration::from_secs(1));
-                    }
-                }
-            }
-        })
-    }
-
-    /// Admits `accepted`, found by reading the store again, unless this queue already
-    /// holds that activation (waiting or active): a waiting retry keeps its delay.
-    fn readmit(&self, accepted: Accepted) {
-        {
-            let state = self.lock();
-            let same = |a: &Accepted| a.activation_id == accepted.activation_id;
-            if state.waiting.iter().any(|p| same(&p.accepted))
-                || state
-                    .active
-                    .as_ref()
-                    .is_some_and(|a| same(&a.pending.accepted))
-            {
-                return;
-            }
-        }
-        self.admit(accepted);
-    }
-
-    /// While a turn is active, renews this node's wake leases every third of the lease
-    /// (a thread that sleeps while no turn runs, and ends on `close`).
-    fn start_lease_renewal(&self) -> Result<(), PlaneError> {
-        let queue = Arc::downgrade(&self.inner);
-        let every = Duration::from_millis((self.inner.plane.wake_lease_ms() / 3).max(1) as u64);
-        std::thread::Builder::new()
-            .name("task-plane-wake-leases".into())
-            .spawn(move || loop {
-                let Some(inner) = queue.upgrade() else { return };
-                {
-                    let state = inner.state.lock().unwrap_or_else(|p| p.into_inner());
-                    if state.closed {
-                        return;
-                    }
-                    if state.active.is_none() {
-                        // Woken by any change (a delivery, close); bounded so a dropped
-                        // queue ends this thread too.
-                        let _ = inner.changed.wait_timeout(state, Duration::from_secs(1));
-                        continue;
-                    }
-                    let (state, _) = inner
-                        .changed
-                        .wait_timeout_while(state, every, |s| !s.closed && s.active.is_some())
-                        .unwrap_or_else(|p| p.into_inner());
-                    if state.closed || state.active.is_none() {
-                        continue;
-                    }
-                }
-                if let Err(err) = inner.plane.renew_wake_leases() {
-                    if !err.is_closed() {
-                        crate::log::warn(
-                            "a2a_wake_lease_renewal_failed",
-                            json!({ "nodeId": inner.plane.node_id(), "error": err.to_string() }),
-                        );
-                    }
-                }
-            })
-            .map(|_| ())
-            .map_err(|e| {
-                PlaneError::FailedPrecondition(format!(
-                    "cannot start the wake lease renewal thread: {e}"
-                ))
-            })
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
@@ -305,15 +189,6 @@ impl WakeQueue {
     /// Stops the queue: `next_wake` returns `None`, authority ends. Idempotent.
     pub fn close(&self) {
         self.inner.plane.events().unwatch(self.inner.watch);
-        let listener = self
-            .inner
-            .listener
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take();
-        if let Some(listener) = listener {
-            listener.close();
-        }
         let mut state = self.lock();
         state.closed = true;
         self.inner.plane.set_queue_hold(None);
@@ -639,9 +514,6 @@ impl WakeQueue {
         self.notify();
         let plane = &self.inner.plane;
         let (activation_id, task) = (pending.accepted.activation_id.clone(), task_id.to_string());
-        // Whether the outcome's own transaction ended this node's lease on the wake
-        // (`fail_wake`, `record_unhealthy`); otherwise it is released below.
-        let mut released = false;
         let requeue = match outcome {
             TurnOutcome::Failed => {
                 plane.metrics().turn("failed");
@@ -666,7 +538,6 @@ impl WakeQueue {
                         EvidenceKind::TurnFailed,
                         &evidence,
                     )?;
-                    released = true;
                     self.note(&task, &turns_exhausted_message(&reason, pending.failures));
                     false
                 } else {
@@ -723,7 +594,6 @@ impl WakeQueue {
                         &reason,
                         &unsettled_failure_message(delivery, pending.last_error.as_ref()),
                     )?;
-                    released = true;
                     false
                 } else {
                     pending.failures = 0;
@@ -732,19 +602,6 @@ impl WakeQueue {
                 }
             }
         };
-        if !released {
-            // The turn is over: another node may take the wake (a requeued one too: this
-            // node takes the lease again when it delivers it). A failure leaves the lease to
-            // expire after at most one lease length; it is logged, not fatal to the turn.
-            if let Err(err) = plane.release_wake_lease(&activation_id) {
-                if !err.is_closed() {
-                    crate::log::warn(
-                        "a2a_wake_lease_release_failed",
-                        json!({ "taskId": task, "activationId": activation_id, "error": err.to_string() }),
-                    );
-                }
-            }
-        }
         let mut state = self.lock();
         if requeue && !state.closed {
             requeue_front(&mut state, pending);
