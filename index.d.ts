@@ -246,6 +246,11 @@ export declare class TaskPlane {
    * Rejects while another process or handle holds the root.
    */
   static open(root?: string | undefined | null): Promise<TaskPlane>
+  /**
+   * This node's id (host name, pid, random suffix; minted when the plane opened): the
+   * owner of the wake leases it takes on a shared store, for the operator's status.
+   */
+  get nodeId(): string
   /** The store root. */
   get root(): string
   /** Closes the store and releases the root's lock. Idempotent. */

@@ -157,6 +157,35 @@ pub fn sqlite_only(command: &str, env: &dyn Fn(&str) -> Option<String>) -> Resul
     }
 }
 
+/// The variable that sets how long a node's lease on a wake lasts unless renewed.
+pub const WAKE_LEASE_VAR: &str = "A2A_WAKE_LEASE_MS";
+/// The default wake lease: a node that dies mid-turn leaves its Task for this long.
+pub const DEFAULT_WAKE_LEASE_MS: i64 = 30_000;
+/// The bounds of `A2A_WAKE_LEASE_MS`: long enough for renewals every lease/3 to land
+/// across a slow network, short enough that a dead node's Task is taken within minutes.
+pub const WAKE_LEASE_RANGE_MS: std::ops::RangeInclusive<i64> = 3_000..=600_000;
+
+/// `A2A_WAKE_LEASE_MS`: how long a node's lease on a wake lasts unless renewed (renewed
+/// every third of it while the turn runs). Unset → [`DEFAULT_WAKE_LEASE_MS`]; a value that
+/// is not a whole number of ms in [`WAKE_LEASE_RANGE_MS`] is an error naming the variable.
+pub fn wake_lease_ms(env: &dyn Fn(&str) -> Option<String>) -> Result<i64, ConfigError> {
+    let Some(value) = var(env, WAKE_LEASE_VAR) else {
+        return Ok(DEFAULT_WAKE_LEASE_MS);
+    };
+    match value.trim().parse::<i64>() {
+        Ok(ms) if WAKE_LEASE_RANGE_MS.contains(&ms) => Ok(ms),
+        _ => Err(ConfigError {
+            variable: WAKE_LEASE_VAR.into(),
+            message: format!(
+                "`{value}` is not a wake lease length in ms within {}..={}; set a whole number \
+                 in that range (or unset it for the default {DEFAULT_WAKE_LEASE_MS})",
+                WAKE_LEASE_RANGE_MS.start(),
+                WAKE_LEASE_RANGE_MS.end()
+            ),
+        }),
+    }
+}
+
 /// `url` with the password of its user info and of a `password=` parameter as `***`.
 pub fn redact_password(url: &str) -> String {
     let (scheme, rest) = match url.find("://") {
@@ -227,6 +256,21 @@ mod tests {
             store_root(&e).unwrap(),
             PathBuf::from("/h/.local/share/outfitter/channels/task-plane")
         );
+    }
+
+    #[test]
+    fn the_wake_lease_defaults_to_30_s_and_takes_3_s_to_10_min() {
+        let with = |value: &str| wake_lease_ms(&env(&[(WAKE_LEASE_VAR, value)]));
+        assert_eq!(wake_lease_ms(&env(&[])).unwrap(), 30_000);
+        assert_eq!(with("").unwrap(), 30_000);
+        assert_eq!(with("3000").unwrap(), 3_000);
+        assert_eq!(with("600000").unwrap(), 600_000);
+        for bad in ["2999", "600001", "-5", "30s"] {
+            let err = with(bad).unwrap_err();
+            assert_eq!(err.variable, "A2A_WAKE_LEASE_MS");
+            assert!(err.message.contains("3000..=600000"), "{}", err.message);
+            assert!(err.message.contains(&format!("`{bad}`")), "{}", err.message);
+        }
     }
 
     #[test]

@@ -76,9 +76,11 @@ impl TaskPlane {
         // A2A_STORE_URL: a fleet's PostgreSQL instead of the embedded SQLite (an unusable
         // value is refused here, naming the variable).
         let store = config::store_backend(&config::process_env).map_err(invalid_arg)?;
+        let wake_lease_ms = config::wake_lease_ms(&config::process_env).map_err(invalid_arg)?;
         Ok(PlaneCall::new(move || {
             let options = PlaneOptions {
                 store,
+                wake_lease_ms,
                 ..PlaneOptions::default()
             };
             let plane = plane::TaskPlane::open(&root, options).map_err(plane_error)?;
@@ -87,6 +89,13 @@ impl TaskPlane {
                 closing: std::sync::Arc::default(),
             })
         }))
+    }
+
+    /// This node's id (host name, pid, random suffix; minted when the plane opened): the
+    /// owner of the wake leases it takes on a shared store, for the operator's status.
+    #[napi(getter)]
+    pub fn node_id(&self) -> String {
+        self.plane.node_id().to_string()
     }
 
     /// The store root.

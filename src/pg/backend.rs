@@ -105,6 +105,8 @@ impl Default for PgOptions {
 pub struct PgStore {
     root: PathBuf,
     target: String,
+    /// How to connect (for the node's LISTEN connection, [`PgStore::listen`]).
+    config: postgres::Config,
     pool: Pool,
     queue: Mutex<Option<Queue>>,
     workers: Mutex<Vec<JoinHandle<()>>>,
@@ -162,7 +164,10 @@ impl PgStore {
             // round trip per checkout would add latency to every job.
             .test_on_check_out(false)
             .connection_timeout(options.connect_timeout)
-            .build(Manager(PostgresConnectionManager::new(config, NoTls)))
+            .build(Manager(PostgresConnectionManager::new(
+                config.clone(),
+                NoTls,
+            )))
             .map_err(|e| connect_error(e.to_string()))?;
         let (sender, jobs) = queue();
         let jobs = Arc::new(Mutex::new(jobs));
@@ -178,6 +183,7 @@ impl PgStore {
         Ok(PgStore {
             root: root.to_path_buf(),
             target,
+            config,
             pool,
             queue: Mutex::new(Some(sender)),
             workers: Mutex::new(workers),
@@ -188,6 +194,16 @@ impl PgStore {
     /// The database this store writes to (hosts, name, user; never the password).
     pub fn target(&self) -> &str {
         &self.target
+    }
+
+    /// Starts this node's LISTEN connection on `channels` ([`super::listen::Listener`]).
+    pub fn listen(
+        &self,
+        channels: &[&str],
+        heard: Box<dyn FnMut(super::listen::Heard) + Send>,
+    ) -> Result<super::listen::Listener, StoreError> {
+        super::listen::Listener::start(self.config.clone(), self.target.clone(), channels, heard)
+            .map_err(|e| database_error(format!("cannot start the LISTEN thread: {e}")))
     }
 
     /// Runs `work` in one transaction of its own on the calling thread, committed when it

@@ -12,12 +12,13 @@
 //! - Errors name the database by host, port, name and user, never by its password.
 
 mod backend;
+pub mod listen;
 pub mod schema;
 mod tx;
 
 pub use backend::{PgOptions, PgStore, ATTEMPTS};
 pub use schema::SCHEMA_VERSION;
-pub use tx::BACKEND;
+pub use tx::{BACKEND, WAKE_CHANNEL};
 
 use crate::store::{Store, StoreError, StoreOptions};
 
@@ -36,6 +37,12 @@ pub fn open_store(
         let pg = PgStore::open(url, root, pg_options)?;
         Ok(std::sync::Arc::new(pg))
     })
+}
+
+/// The PostgreSQL store behind `store`, if PostgreSQL holds it (a store other nodes may
+/// share: wake leases, LISTEN).
+pub fn of(store: &Store) -> Option<&PgStore> {
+    store.backend().as_any().downcast_ref::<PgStore>()
 }
 
 /// A PostgreSQL error as one line: the server's message, detail and SQLSTATE when it

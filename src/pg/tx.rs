@@ -30,7 +30,7 @@ use crate::record::{
     TaskRecord, TaskState,
 };
 use crate::store::anchors::Anchor;
-use crate::store::claims::{self, Deliverable, NewClaim, PriorClaim, WakeClaim};
+use crate::store::claims::{self, Deliverable, NewClaim, PriorClaim, WakeClaim, WakeLease};
 use crate::store::deliveries::{NewDelivery, StoredDelivery};
 use crate::store::evidence::Evidence;
 use crate::store::tasks::{
@@ -283,6 +283,57 @@ impl<'c> PgTx<'c> {
         )?;
         Ok(())
     }
+
+    /// For each live Task not waiting for its caller, its newest activation when still
+    /// deliverable and `condition` (on claim `c`) holds, oldest first.
+    fn deliverable_where(
+        &self,
+        condition: &str,
+        params: &Params<'_>,
+    ) -> Result<Vec<Deliverable>, StoreError> {
+        self.query(
+            &format!(
+                "SELECT c.activation_id, c.task_id, c.context_id FROM tasks t JOIN claims c \
+                 ON c.activation_id = (SELECT MAX(c2.activation_id) FROM claims c2 WHERE c2.task_id = t.task_id) \
+                 WHERE t.state IN {} AND c.state IN {} AND NOT {} AND {condition} \
+                 ORDER BY c.activation_id",
+                live_states_sql(),
+                claims::states_sql(ClaimState::is_deliverable),
+                awaits_caller_sql("t"),
+            ),
+            params,
+        )?
+        .iter()
+        .map(|row| {
+            Ok(Deliverable {
+                activation_id: get(row, 0)?,
+                task_id: get(row, 1)?,
+                context_id: get(row, 2)?,
+            })
+        })
+        .collect()
+    }
+
+    /// `NOTIFY a2a_wake` in this transaction (delivered to the listening nodes when it
+    /// commits; several in one transaction arrive as one): a wake may be there to take.
+    pub fn notify_wake(&self) -> Result<(), StoreError> {
+        self.query_one("SELECT pg_notify($1, '')", &[&WAKE_CHANNEL])?;
+        Ok(())
+    }
+}
+
+/// The channel on which a transaction that leaves a wake to take (an acceptance, a
+/// released lease) tells the other nodes.
+pub const WAKE_CHANNEL: &str = "a2a_wake";
+
+/// The first key of the advisory lock under which one Task's deliveries take turns (the
+/// second is the hash of its id): `a2a_` in ASCII.
+const TASK_DELIVERY_LOCK: i32 = 0x6132_615f;
+
+/// SQL for the ms from now (the database's clock) until the TIMESTAMPTZ `at` (negative
+/// once past; NULL when `at` is).
+fn remaining_ms_sql(at: &str) -> String {
+    format!("(EXTRACT(EPOCH FROM ({at} - clock_timestamp())) * 1000)::BIGINT")
 }
 
 const TASK_COLUMNS: &str =
@@ -626,27 +677,28 @@ impl ReadTx for PgTx<'_> {
     }
 
     fn newest_deliverable_claims(&self) -> Result<Vec<Deliverable>, StoreError> {
-        self.query(
-            &format!(
-                "SELECT c.activation_id, c.task_id, c.context_id FROM tasks t JOIN claims c \
-                 ON c.activation_id = (SELECT MAX(c2.activation_id) FROM claims c2 WHERE c2.task_id = t.task_id) \
-                 WHERE t.state IN {} AND c.state IN {} AND NOT {} \
-                 ORDER BY c.activation_id",
-                live_states_sql(),
-                claims::states_sql(ClaimState::is_deliverable),
-                awaits_caller_sql("t"),
-            ),
-            &[],
-        )?
-        .iter()
-        .map(|row| {
-            Ok(Deliverable {
-                activation_id: get(row, 0)?,
-                task_id: get(row, 1)?,
-                context_id: get(row, 2)?,
-            })
-        })
-        .collect()
+        self.deliverable_where("TRUE", &[])
+    }
+
+    fn deliverable_claims_for(&self, node: &str) -> Result<Vec<Deliverable>, StoreError> {
+        self.deliverable_where(
+            "NOT EXISTS (SELECT 1 FROM claims o WHERE o.task_id = c.task_id \
+             AND o.lease_owner <> $1 AND o.lease_until > clock_timestamp())",
+            &[&node],
+        )
+    }
+
+    fn earliest_foreign_lease_ms(&self, node: &str) -> Result<Option<i64>, StoreError> {
+        Ok(self
+            .query_one(
+                &format!(
+                    "SELECT {} FROM claims WHERE lease_owner IS NOT NULL AND lease_owner <> $1 \
+                     AND lease_until > clock_timestamp()",
+                    remaining_ms_sql("MIN(lease_until)")
+                ),
+                &[&node],
+            )?
+            .get(0))
     }
 
     fn context_owner(&self, context_id: &str) -> Result<Option<String>, StoreError> {
@@ -1017,7 +1069,7 @@ impl WriteTx for PgTx<'_> {
             "INSERT INTO claim_states (activation_id, n, kind, count, at_ms, detail) VALUES ($1, 0, $2, NULL, $3, NULL)",
             &[&activation_id, &ClaimState::Accepted.as_str(), &now_ms],
         )?;
-        Ok(())
+        self.notify_wake()
     }
 
     fn push_claim_state(
@@ -1052,6 +1104,104 @@ impl WriteTx for PgTx<'_> {
             None,
             now_ms,
         )
+    }
+
+    fn take_wake_lease(
+        &self,
+        activation_id: &str,
+        node: &str,
+        lease_ms: i64,
+    ) -> Result<WakeLease, StoreError> {
+        // A lease is on one claim, but a Task is worked by one node at a time: deliveries
+        // of one Task's claims take turns (a lock held until this transaction ends), and
+        // a live lease of another node on any claim of the Task keeps this one off.
+        let Some(task) = self.query_opt(
+            "SELECT task_id FROM claims WHERE activation_id = $1",
+            &[&activation_id],
+        )?
+        else {
+            return Ok(WakeLease::Missing);
+        };
+        let task_id: Option<String> = get(&task, 0)?;
+        let Some(task_id) = task_id else {
+            return Ok(WakeLease::Missing);
+        };
+        self.query_one(
+            "SELECT pg_advisory_xact_lock($1, hashtext($2))",
+            &[&TASK_DELIVERY_LOCK, &task_id],
+        )?;
+        if let Some(row) = self.query_opt(
+            &format!(
+                "SELECT lease_owner, {} FROM claims WHERE task_id = $1 AND activation_id <> $2 \
+                 AND lease_owner <> $3 AND lease_until > clock_timestamp() LIMIT 1",
+                remaining_ms_sql("lease_until")
+            ),
+            &[&task_id, &activation_id, &node],
+        )? {
+            return Ok(WakeLease::HeldBy {
+                owner: get(&row, 0)?,
+                remaining_ms: get(&row, 1)?,
+            });
+        }
+        let Some(row) = self.query_opt(
+            &format!(
+                "SELECT lease_owner, {} FROM claims WHERE activation_id = $1 FOR UPDATE SKIP LOCKED",
+                remaining_ms_sql("lease_until")
+            ),
+            &[&activation_id],
+        )?
+        else {
+            // Locked by another transaction (it was there a moment ago).
+            return Ok(WakeLease::Busy);
+        };
+        let owner: Option<String> = get(&row, 0)?;
+        let remaining_ms: Option<i64> = get(&row, 1)?;
+        if let (Some(owner), Some(remaining_ms)) = (owner, remaining_ms) {
+            if owner != node && remaining_ms > 0 {
+                return Ok(WakeLease::HeldBy {
+                    owner,
+                    remaining_ms,
+                });
+            }
+        }
+        self.execute(
+            "UPDATE claims SET lease_owner = $2, \
+             lease_until = clock_timestamp() + $3::BIGINT * INTERVAL '1 millisecond' \
+             WHERE activation_id = $1",
+            &[&activation_id, &node, &lease_ms],
+        )?;
+        Ok(WakeLease::Taken)
+    }
+
+    fn renew_wake_leases(&self, node: &str, lease_ms: i64) -> Result<u64, StoreError> {
+        self.execute(
+            "UPDATE claims SET lease_until = clock_timestamp() + $2::BIGINT * INTERVAL '1 millisecond' \
+             WHERE lease_owner = $1",
+            &[&node, &lease_ms],
+        )
+    }
+
+    fn release_wake_lease(&self, activation_id: &str, node: &str) -> Result<bool, StoreError> {
+        let released = self.execute(
+            "UPDATE claims SET lease_owner = NULL, lease_until = NULL \
+             WHERE activation_id = $1 AND lease_owner = $2",
+            &[&activation_id, &node],
+        )? > 0;
+        if released {
+            self.notify_wake()?;
+        }
+        Ok(released)
+    }
+
+    fn release_node_wake_leases(&self, node: &str) -> Result<u64, StoreError> {
+        let released = self.execute(
+            "UPDATE claims SET lease_owner = NULL, lease_until = NULL WHERE lease_owner = $1",
+            &[&node],
+        )?;
+        if released > 0 {
+            self.notify_wake()?;
+        }
+        Ok(released)
     }
 
     fn context_of_conversation(

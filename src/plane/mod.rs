@@ -41,6 +41,7 @@ mod inbound;
 mod inspect;
 mod intake;
 mod lookup;
+mod node;
 mod query;
 mod retention;
 mod route;
@@ -64,6 +65,7 @@ pub use error::PlaneError;
 pub use inspect::{store_bytes, Inspector, StoreStats};
 pub use intake::{Acceptance, Activation, Disposition};
 pub use lookup::EarlierTask;
+pub use node::mint_node_id;
 pub use query::{ListFilter, PageCursor, SummaryFilter, TaskPage, TaskSummary};
 pub use retention::{CompactionReport, RETENTION_EVERY_MS, RETENTION_MS};
 pub use route::{check_direct_reply, AlwaysTask, Answer, Executor, Inbound, Watch};
@@ -89,6 +91,9 @@ pub struct PlaneOptions {
     /// Where the durable store lives: the embedded SQLite under the root (default), or a
     /// PostgreSQL database shared by a fleet (`A2A_STORE_URL`, [`crate::config::store_backend`]).
     pub store: StoreBackend,
+    /// How long this node's lease on a wake lasts unless renewed (`A2A_WAKE_LEASE_MS`,
+    /// [`crate::config::wake_lease_ms`]); it matters on a shared store only.
+    pub wake_lease_ms: i64,
 }
 
 impl Default for PlaneOptions {
@@ -98,6 +103,7 @@ impl Default for PlaneOptions {
             retention_ms: RETENTION_MS,
             faults: None,
             store: StoreBackend::Sqlite,
+            wake_lease_ms: crate::config::DEFAULT_WAKE_LEASE_MS,
         }
     }
 }
@@ -118,6 +124,10 @@ pub struct TaskPlane {
     startup: CompactionReport,
     /// Why the wake queue is held, if it is (`hold.rs`).
     hold: Arc<RwLock<Option<String>>>,
+    /// This node's id ([`mint_node_id`]): the owner of the wake leases it takes.
+    node: Arc<str>,
+    /// How long a wake lease lasts unless renewed, in ms.
+    wake_lease_ms: i64,
 }
 
 /// What a committed write announces.
@@ -152,7 +162,20 @@ impl TaskPlane {
             compacted_ms: Arc::default(),
             startup: CompactionReport::default(),
             hold: Arc::default(),
+            node: mint_node_id().into(),
+            wake_lease_ms: options.wake_lease_ms,
         };
+        crate::log::event(
+            "a2a_node_started",
+            serde_json::json!({
+                "nodeId": &*plane.node,
+                "store": match &options.store {
+                    StoreBackend::Sqlite => "sqlite".to_string(),
+                    StoreBackend::Postgres(url) => url.redacted(),
+                },
+                "wakeLeaseMs": plane.wake_lease_ms,
+            }),
+        );
         let startup = plane.recover_and_compact();
         match startup {
             Ok(report) => plane.startup = report,
@@ -172,6 +195,16 @@ impl TaskPlane {
 
     /// Closes the store and releases the root's lock. Idempotent.
     pub fn close(&self) {
+        // A node that stops frees the Tasks it was working for the others (a node that
+        // dies leaves them until its leases expire).
+        if let Err(err) = self.release_node_wake_leases() {
+            if !err.is_closed() {
+                crate::log::warn(
+                    "a2a_wake_lease_release_failed",
+                    serde_json::json!({ "nodeId": &*self.node, "error": err.to_string() }),
+                );
+            }
+        }
         self.store.close();
         // Ends the delivery leases and wakes their waiters, who find the plane closed.
         self.deliveries.close();

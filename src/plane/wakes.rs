@@ -8,9 +8,10 @@
 use serde_json::json;
 
 use super::agent::status;
-use super::{PlaneError, TaskPlane};
+use super::{PlaneError, Published, TaskPlane};
 use crate::events::Accepted;
 use crate::record::{ClaimState, EvidenceKind, MessageRecord, PartRecord, TaskState};
+use crate::store::claims::WakeLease;
 use crate::store::evidence::{self, NewEvidence};
 use crate::store::tasks::InputRequest;
 use crate::store::WriteTx;
@@ -53,42 +54,68 @@ impl TaskPlane {
     /// Delivers a wake: the Task becomes WORKING, and the claim records WOKEN (on its first
     /// delivery) and WAKE_DELIVERED n — one transaction, immediately before the agent is
     /// prompted. A canceled (terminal) Task is skipped: cancel wins over a wake.
+    ///
+    /// The same transaction takes this node's lease on the wake ([`WriteTx::take_wake_lease`]):
+    /// when another node holds a live one, or is delivering or ending a turn of it right
+    /// now, the delivery is skipped with that reason, so two residents never work one Task.
+    /// The delivery count is the claim's, whichever node delivered before.
     pub fn deliver_wake(&self, activation_id: &str, task_id: &str) -> Result<Delivery, PlaneError> {
         let (activation_id, task_id) = (activation_id.to_string(), task_id.to_string());
+        let (node, lease_ms) = (self.node.clone(), self.wake_lease_ms);
         let now = self.now();
         self.write_publishing(move |tx| {
+            let no_claim = || {
+                Delivery::Skipped(format!(
+                    "activation {activation_id} has no claim for task {task_id}"
+                ))
+            };
+            match tx.take_wake_lease(&activation_id, &node, lease_ms)? {
+                WakeLease::Taken => {}
+                WakeLease::Missing => return Ok((no_claim(), vec![])),
+                WakeLease::HeldBy {
+                    owner,
+                    remaining_ms,
+                } => {
+                    return Ok((
+                        Delivery::Skipped(format!(
+                            "task {task_id} is being worked by node {owner} (its lease runs {remaining_ms} ms more)"
+                        )),
+                        vec![],
+                    ))
+                }
+                WakeLease::Busy => {
+                    return Ok((
+                        Delivery::Skipped(format!(
+                            "another node is delivering or ending a turn of activation {activation_id} (task {task_id}) right now"
+                        )),
+                        vec![],
+                    ))
+                }
+            }
             let Some(claim) = tx.wake_claim(&activation_id, &task_id)? else {
-                return Ok((
-                    Delivery::Skipped(format!(
-                        "activation {activation_id} has no claim for task {task_id}"
-                    )),
-                    vec![],
-                ));
+                tx.release_wake_lease(&activation_id, &node)?;
+                return Ok((no_claim(), vec![]));
+            };
+            let skip = |why: String| -> Result<(Delivery, Vec<Published>), PlaneError> {
+                // Nothing to work: the lease just taken is not kept.
+                tx.release_wake_lease(&activation_id, &node)?;
+                Ok((Delivery::Skipped(why), vec![]))
             };
             if !claim.state.is_deliverable() {
-                return Ok((
-                    Delivery::Skipped(format!(
-                        "activation {activation_id} is {}",
-                        claim.state.as_str()
-                    )),
-                    vec![],
+                return skip(format!(
+                    "activation {activation_id} is {}",
+                    claim.state.as_str()
                 ));
             }
             let Some(task) = tx.task_by_id(&task_id)? else {
-                return Ok((Delivery::Skipped(format!("task {task_id} is gone")), vec![]));
+                return skip(format!("task {task_id} is gone"));
             };
             let state = task.record.state;
             if state.is_terminal() {
-                return Ok((
-                    Delivery::Skipped(format!("task {task_id} is {}", state.as_str())),
-                    vec![],
-                ));
+                return skip(format!("task {task_id} is {}", state.as_str()));
             }
             if task.record.awaits_caller() {
-                return Ok((
-                    Delivery::Skipped(format!("task {task_id} waits for its caller")),
-                    vec![],
-                ));
+                return skip(format!("task {task_id} waits for its caller"));
             }
             let mut published = vec![];
             // WORKING, and no stale note (why an earlier turn failed, why it waited).
@@ -115,7 +142,8 @@ impl TaskPlane {
     /// does not resurrect it. When it is the Task's newest activation and the Task is not
     /// settled, the Task becomes FAILED with `caller_message` (why, and what the caller can
     /// do) as its status message, so callers waiting on it (blocking sends, streams) are
-    /// answered instead of waiting forever.
+    /// answered instead of waiting forever. This node's lease on the wake ends in the same
+    /// transaction (a turn that ends by giving up leaves nothing leased).
     pub fn fail_wake(
         &self,
         activation_id: &str,
@@ -130,8 +158,10 @@ impl TaskPlane {
             reason.to_string(),
             caller_message.to_string(),
         );
+        let node = self.node.clone();
         let now = self.now();
         self.write_publishing(move |tx| {
+            tx.release_wake_lease(&activation_id, &node)?;
             tx.push_claim_state(&activation_id, ClaimState::WakeFailed, Some(&reason), now)?;
             unhealthy_wake_evidence(tx, &kind, &activation_id, &task_id, &reason, now)?;
             let newest = tx.newest_claim_of_task(&task_id)?;
@@ -159,7 +189,8 @@ impl TaskPlane {
     }
 
     /// Records unhealthy evidence about an activation without changing its state (it stays
-    /// replayable after a restart).
+    /// replayable after a restart), at the end of its turn: this node's lease on the wake
+    /// ends in the same transaction.
     pub fn record_unhealthy(
         &self,
         activation_id: &str,
@@ -172,8 +203,10 @@ impl TaskPlane {
             task_id.to_string(),
             reason.to_string(),
         );
+        let node = self.node.clone();
         let now = self.now();
         self.write(move |tx| {
+            tx.release_wake_lease(&activation_id, &node)?;
             unhealthy_wake_evidence(tx, &kind, &activation_id, &task_id, &reason, now)?;
             Ok(())
         })
@@ -182,11 +215,12 @@ impl TaskPlane {
     /// The activations startup may offer, oldest first: for each non-terminal Task, its
     /// newest activation when that one is ACCEPTED or WOKEN and the Task is not waiting
     /// for its caller (an unanswered INPUT_REQUIRED/AUTH_REQUIRED Task waits for a newer
-    /// continuation).
+    /// continuation), and no other node holds a live lease on it.
     pub fn wakes_to_replay(&self) -> Result<Vec<Accepted>, PlaneError> {
+        let node = self.node.clone();
         self.read(|tx| {
             Ok(tx
-                .newest_deliverable_claims()?
+                .deliverable_claims_for(&node)?
                 .into_iter()
                 .map(|d| Accepted {
                     activation_id: d.activation_id,

@@ -26,7 +26,7 @@ use std::any::Any;
 use std::path::Path;
 
 use super::anchors::Anchor;
-use super::claims::{Deliverable, NewClaim, PriorClaim, WakeClaim};
+use super::claims::{Deliverable, NewClaim, PriorClaim, WakeClaim, WakeLease};
 use super::deliveries::{NewDelivery, StoredDelivery};
 use super::evidence::Evidence;
 use super::jobs::Queue;
@@ -95,6 +95,14 @@ pub trait ReadTx {
     /// For each live Task not waiting for its caller, its newest activation when still
     /// deliverable, oldest first (what the wake queue is offered at startup).
     fn newest_deliverable_claims(&self) -> Result<Vec<Deliverable>, StoreError>;
+    /// [`ReadTx::newest_deliverable_claims`] without the Tasks another node than `node`
+    /// holds a live lease on, on any of their claims (what `node`'s wake queue may be
+    /// offered).
+    fn deliverable_claims_for(&self, node: &str) -> Result<Vec<Deliverable>, StoreError>;
+    /// How long until the earliest live lease held by a node other than `node` expires,
+    /// in ms on the database's clock (`None`: no other node holds one). A node sets its
+    /// one timer to this, never polls.
+    fn earliest_foreign_lease_ms(&self, node: &str) -> Result<Option<i64>, StoreError>;
 
     // --- Contexts, reply anchors, checkpoints, evidence --------------------------------
     /// The principal that owns `context_id`, if it exists.
@@ -243,6 +251,27 @@ pub trait WriteTx: ReadTx {
         n: i64,
         now_ms: i64,
     ) -> Result<(), StoreError>;
+
+    /// Takes the lease on the wake of claim `activation_id` for `node`, for `lease_ms` on
+    /// the database's clock, when it is free, expired or already `node`'s and no other node
+    /// holds a live lease on another claim of the same Task (one node works a Task at a
+    /// time); a claim another transaction has locked is skipped ([`WakeLease::Busy`]),
+    /// never waited for.
+    fn take_wake_lease(
+        &self,
+        activation_id: &str,
+        node: &str,
+        lease_ms: i64,
+    ) -> Result<WakeLease, StoreError>;
+    /// Moves every lease `node` holds on to `lease_ms` from now (database clock); returns
+    /// how many it holds.
+    fn renew_wake_leases(&self, node: &str, lease_ms: i64) -> Result<u64, StoreError>;
+    /// Ends `node`'s lease on the wake of claim `activation_id` (nothing when `node` does
+    /// not hold it); on a shared database other nodes are told the wake may be theirs.
+    fn release_wake_lease(&self, activation_id: &str, node: &str) -> Result<bool, StoreError>;
+    /// Ends every lease `node` holds (it is stopping); returns how many it held. Other
+    /// nodes are told, as for [`WriteTx::release_wake_lease`].
+    fn release_node_wake_leases(&self, node: &str) -> Result<u64, StoreError>;
 
     // --- Contexts, reply anchors, checkpoints, evidence --------------------------------
     /// The context of a conversation: the one its first message got (`new_context_id`

@@ -243,6 +243,22 @@ pub fn newest_for_task(conn: &Connection, task_id: &str) -> Result<Option<String
         .query_row([task_id], |r| r.get(0))?)
 }
 
+/// What taking a wake's lease came to ([`super::WriteTx::take_wake_lease`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WakeLease {
+    /// This node holds the lease now (it was free, expired, or already this node's).
+    Taken,
+    /// Another node holds a live lease on this claim or another of its Task: `owner` (its
+    /// node id), for `remaining_ms` more
+    /// (measured on the database's clock).
+    HeldBy { owner: String, remaining_ms: i64 },
+    /// Another transaction has the claim's row locked right now (a node delivering or
+    /// ending a turn of it): it is not waited for (`SKIP LOCKED`).
+    Busy,
+    /// There is no claim `activation_id`.
+    Missing,
+}
+
 /// An activation the wake queue may be offered.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Deliverable {

@@ -217,6 +217,12 @@ impl Store {
         self.backend.as_any().downcast_ref::<SqliteStore>()
     }
 
+    /// The backend behind this handle (a backend's own module finds itself in it with
+    /// [`Backend::as_any`], e.g. `pg::of`).
+    pub fn backend(&self) -> &dyn Backend {
+        &*self.backend
+    }
+
     /// Creates `dir` (inside the root) and any missing parents, mode 0700, each new
     /// directory's parent fsynced before this returns (see [`durable`]).
     pub fn create_dir_durably(&self, dir: &Path) -> Result<(), StoreError> {

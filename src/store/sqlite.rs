@@ -23,7 +23,7 @@ use rusqlite::{Connection, OpenFlags};
 
 use super::anchors::{self, Anchor};
 use super::boundary::{Backend, EvidenceRow, ReadJob, ReadTx, WriteTx};
-use super::claims::{self, Deliverable, NewClaim, PriorClaim, WakeClaim};
+use super::claims::{self, Deliverable, NewClaim, PriorClaim, WakeClaim, WakeLease};
 use super::deliveries::{self, NewDelivery, StoredDelivery};
 use super::evidence::{self, Evidence};
 use super::jobs::{self, Queue};
@@ -424,6 +424,17 @@ impl<S: Statements> ReadTx for S {
         claims::newest_deliverable(self.connection())
     }
 
+    /// One process per root (its lock), so no other node can hold a lease here: the same
+    /// as [`ReadTx::newest_deliverable_claims`].
+    fn deliverable_claims_for(&self, _node: &str) -> Result<Vec<Deliverable>, StoreError> {
+        claims::newest_deliverable(self.connection())
+    }
+
+    /// No other node shares a SQLite store: never a foreign lease.
+    fn earliest_foreign_lease_ms(&self, _node: &str) -> Result<Option<i64>, StoreError> {
+        Ok(None)
+    }
+
     fn context_owner(&self, context_id: &str) -> Result<Option<String>, StoreError> {
         contexts::owner(self.connection(), context_id)
     }
@@ -552,6 +563,36 @@ impl WriteTx for SqliteWriteTx<'_, '_> {
         now_ms: i64,
     ) -> Result<(), StoreError> {
         claims::record_delivery(self.conn(), activation_id, n, now_ms)
+    }
+
+    // Wake leases on SQLite: the root's lock makes this process the only node, so a lease
+    // is always this node's and nothing is stored; the wake queue's one active turn is
+    // the whole of turn authority. What a user sees is the same as on PostgreSQL with one
+    // node: a wake is delivered once at a time, and continues after a restart.
+
+    /// Always [`WakeLease::Taken`]: no other node can hold it (see above).
+    fn take_wake_lease(
+        &self,
+        _activation_id: &str,
+        _node: &str,
+        _lease_ms: i64,
+    ) -> Result<WakeLease, StoreError> {
+        Ok(WakeLease::Taken)
+    }
+
+    /// Nothing to renew: no lease is stored (see above).
+    fn renew_wake_leases(&self, _node: &str, _lease_ms: i64) -> Result<u64, StoreError> {
+        Ok(0)
+    }
+
+    /// Nothing to release: no lease is stored (see above).
+    fn release_wake_lease(&self, _activation_id: &str, _node: &str) -> Result<bool, StoreError> {
+        Ok(false)
+    }
+
+    /// Nothing to release: no lease is stored (see above).
+    fn release_node_wake_leases(&self, _node: &str) -> Result<u64, StoreError> {
+        Ok(0)
     }
 
     fn context_of_conversation(

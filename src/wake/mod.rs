@@ -116,6 +116,9 @@ struct Inner {
     changed: Condvar,
     /// ...and async ones ([`WakeQueue::next_wake_async`]) on this; `notify` signals both.
     woke: tokio::sync::Notify,
+    /// On a store other nodes share: the LISTEN connection that tells this queue of wakes
+    /// accepted or released elsewhere (stopped by `close`).
+    listener: Mutex<Option<crate::pg::listen::Listener>>,
 }
 
 /// The wake queue of one open plane. Cheap to clone; `close()` stops it for every clone.
@@ -155,6 +158,7 @@ impl WakeQueue {
                 state: Mutex::new(State::default()),
                 changed: Condvar::new(),
                 woke: tokio::sync::Notify::new(),
+                listener: Mutex::new(None),
             }),
         };
         let view: std::sync::Weak<Inner> = Arc::downgrade(&queue.inner);
@@ -175,7 +179,111 @@ impl WakeQueue {
             .map_err(|e| {
                 PlaneError::FailedPrecondition(format!("cannot start the wake thread: {e}"))
             })?;
+        if let Some(pg) = crate::pg::of(plane.store()) {
+            queue.start_lease_renewal()?;
+            let listener = pg.listen(&[crate::pg::WAKE_CHANNEL], queue.fleet_listener())?;
+            *queue
+                .inner
+                .listener
+                .lock()
+                .unwrap_or_else(|p| p.into_inner()) = Some(listener);
+        }
         Ok(queue)
+    }
+
+    /// What this queue does with what its LISTEN connection hears: on (re)connecting and on
+    /// each `a2a_wake`, it reads the wakes this node may take and admits the new ones; a
+    /// timer set to the earliest expiry of another node's lease does the same (that wake
+    /// may be left by a node that died). Nothing else reads while the resident idles.
+    fn fleet_listener(&self) -> Box<dyn FnMut(crate::pg::listen::Heard) + Send> {
+        use crate::pg::listen::Heard;
+        let queue = Arc::downgrade(&self.inner);
+        let mut expiry: Option<Instant> = None;
+        Box::new(move |heard| {
+            let Some(inner) = queue.upgrade() else { return };
+            let queue = WakeQueue { inner };
+            let due = match heard {
+                Heard::Connected | Heard::Notification { .. } => true,
+                Heard::Tick => expiry.is_some_and(|at| Instant::now() >= at),
+            };
+            if !due || queue.is_closed() {
+                return;
+            }
+            queue.lock().begin_reread();
+            let read = queue.inner.plane.wakes_for_this_node();
+            let left = queue.lock().end_reread();
+            match read {
+                Ok((wakes, foreign_ms)) => {
+                    // A little after the expiry, so the database's clock has passed it too.
+                    expiry = foreign_ms
+                        .map(|ms| Instant::now() + Duration::from_millis(ms.max(0) as u64 + 20));
+                    // Those this queue holds already are skipped (see `admit`); so are
+                    // those it let go of while the store was read: the read may predate
+                    // what let them go (a wake given up, a turn that settled its Task).
+                    // Whatever may make such a wake deliverable again (a lease released
+                    // or expiring elsewhere) is heard later and read again.
+                    for wake in wakes {
+                        if !left.contains(&wake.activation_id) {
+                            queue.admit(wake);
+                        }
+                    }
+                }
+                Err(err) => {
+                    if !err.is_closed() {
+                        crate::log::warn(
+                            "a2a_wake_reread_failed",
+                            json!({ "error": err.to_string(), "retryInMs": 1000 }),
+                        );
+                        expiry = Some(Instant::now() + Duration::from_secs(1));
+                    }
+                }
+            }
+        })
+    }
+
+    /// While a turn is active, renews this node's wake leases every third of the lease
+    /// (a thread that sleeps while no turn runs, and ends on `close`).
+    fn start_lease_renewal(&self) -> Result<(), PlaneError> {
+        let queue = Arc::downgrade(&self.inner);
+        let every = Duration::from_millis((self.inner.plane.wake_lease_ms() / 3).max(1) as u64);
+        std::thread::Builder::new()
+            .name("task-plane-wake-leases".into())
+            .spawn(move || loop {
+                let Some(inner) = queue.upgrade() else { return };
+                {
+                    let state = inner.state.lock().unwrap_or_else(|p| p.into_inner());
+                    if state.closed {
+                        return;
+                    }
+                    if state.active.is_none() {
+                        // Woken by any change (a delivery, close); bounded so a dropped
+                        // queue ends this thread too.
+                        let _ = inner.changed.wait_timeout(state, Duration::from_secs(1));
+                        continue;
+                    }
+                    let (state, _) = inner
+                        .changed
+                        .wait_timeout_while(state, every, |s| !s.closed && s.active.is_some())
+                        .unwrap_or_else(|p| p.into_inner());
+                    if state.closed || state.active.is_none() {
+                        continue;
+                    }
+                }
+                if let Err(err) = inner.plane.renew_wake_leases() {
+                    if !err.is_closed() {
+                        crate::log::warn(
+                            "a2a_wake_lease_renewal_failed",
+                            json!({ "nodeId": inner.plane.node_id(), "error": err.to_string() }),
+                        );
+                    }
+                }
+            })
+            .map(|_| ())
+            .map_err(|e| {
+                PlaneError::FailedPrecondition(format!(
+                    "cannot start the wake lease renewal thread: {e}"
+                ))
+            })
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
@@ -189,20 +297,33 @@ impl WakeQueue {
     /// Stops the queue: `next_wake` returns `None`, authority ends. Idempotent.
     pub fn close(&self) {
         self.inner.plane.events().unwatch(self.inner.watch);
+        let listener = self
+            .inner
+            .listener
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        if let Some(listener) = listener {
+            listener.close();
+        }
         let mut state = self.lock();
         state.closed = true;
         self.inner.plane.set_queue_hold(None);
         state.active = None;
         state.waiting.clear();
+        state.holds.clear();
         self.notify();
     }
 
-    /// Admits an accepted activation. A newer activation of a Task already waiting replaces
-    /// it (one wake per Task); beyond [`MAX_WAITING`] the activation is given up loudly.
+    /// Admits an accepted activation, unless this queue holds it already (admission is
+    /// idempotent per activation: the replay at start, the acceptance feed and a fleet's
+    /// re-reads of the store may all name it). A newer activation of a Task already waiting
+    /// replaces it (one wake per Task); beyond [`MAX_WAITING`] the activation is given up
+    /// loudly.
     fn admit(&self, accepted: Accepted) {
         let (overflow, note) = {
             let mut state = self.lock();
-            if state.closed {
+            if state.closed || !state.holds.insert(accepted.activation_id.clone()) {
                 return;
             }
             let task_id = accepted.task_id.clone();
@@ -211,7 +332,8 @@ impl WakeQueue {
                 .iter_mut()
                 .find(|p| p.accepted.task_id == accepted.task_id)
             {
-                *waiting = Pending::new(accepted);
+                let replaced = std::mem::replace(waiting, Pending::new(accepted));
+                state.forget(&replaced.accepted.activation_id);
                 None
             } else if state.waiting.len() >= MAX_WAITING {
                 Some(accepted)
@@ -257,6 +379,9 @@ impl WakeQueue {
                     json!({ "taskId": accepted.task_id, "activationId": accepted.activation_id, "error": err.to_string() }),
                 );
             }
+            // Held until the outcome is written, so a re-read meanwhile does not give it up
+            // twice; after that the store no longer offers it (or, unrecorded, may again).
+            self.lock().forget(&accepted.activation_id);
         }
     }
 
@@ -366,7 +491,12 @@ impl WakeQueue {
                 self.inner.plane.metrics().turn("started");
                 After::Done(Some(wake))
             }
-            Ok(Delivery::Skipped(_)) => After::Again,
+            Ok(Delivery::Skipped(_)) => {
+                // Nothing to work here now (e.g. another node holds its lease): a re-read
+                // of the store may admit it again once it is free.
+                state.forget(&accepted.activation_id);
+                After::Again
+            }
             Err(err) if err.is_closed() => After::Done(None),
             Err(PlaneError::Store(err)) => {
                 // Transient: put it back and retry after a capped exponential backoff.
@@ -385,6 +515,7 @@ impl WakeQueue {
                     "a2a_wake_skipped",
                     json!({ "taskId": accepted.task_id, "activationId": accepted.activation_id, "error": err.to_string() }),
                 );
+                state.forget(&accepted.activation_id);
                 After::Again
             }
         }
@@ -514,6 +645,12 @@ impl WakeQueue {
         self.notify();
         let plane = &self.inner.plane;
         let (activation_id, task) = (pending.accepted.activation_id.clone(), task_id.to_string());
+        // Whether the outcome's own transaction ended this node's lease on the wake
+        // (`fail_wake`, `record_unhealthy`); otherwise it is released below.
+        let mut released = false;
+        // Whether the activation is left for the next start (its retries ran out): this
+        // queue keeps holding it, so no re-read of the store admits it again meanwhile.
+        let mut parked = false;
         let requeue = match outcome {
             TurnOutcome::Failed => {
                 plane.metrics().turn("failed");
@@ -538,6 +675,8 @@ impl WakeQueue {
                         EvidenceKind::TurnFailed,
                         &evidence,
                     )?;
+                    released = true;
+                    parked = true;
                     self.note(&task, &turns_exhausted_message(&reason, pending.failures));
                     false
                 } else {
@@ -594,6 +733,7 @@ impl WakeQueue {
                         &reason,
                         &unsettled_failure_message(delivery, pending.last_error.as_ref()),
                     )?;
+                    released = true;
                     false
                 } else {
                     pending.failures = 0;
@@ -602,9 +742,26 @@ impl WakeQueue {
                 }
             }
         };
+        if !released {
+            // The turn is over: another node may take the wake (a requeued one too: this
+            // node takes the lease again when it delivers it). A failure leaves the lease to
+            // expire after at most one lease length; it is logged, not fatal to the turn.
+            if let Err(err) = plane.release_wake_lease(&activation_id) {
+                if !err.is_closed() {
+                    crate::log::warn(
+                        "a2a_wake_lease_release_failed",
+                        json!({ "taskId": task, "activationId": activation_id, "error": err.to_string() }),
+                    );
+                }
+            }
+        }
         let mut state = self.lock();
-        if requeue && !state.closed {
-            requeue_front(&mut state, pending);
+        if !state.closed {
+            if requeue {
+                requeue_front(&mut state, pending);
+            } else if !parked {
+                state.forget(&activation_id);
+            }
         }
         self.notify();
         Ok(())

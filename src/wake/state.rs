@@ -3,7 +3,7 @@
 //! under that lock: which wake may be delivered now ([`State::take`]) and where a turn
 //! that must run again goes ([`requeue_front`]).
 
-use std::collections::VecDeque;
+use std::collections::{HashSet, VecDeque};
 use std::time::{Duration, Instant};
 
 use super::{TurnError, Wake};
@@ -46,6 +46,15 @@ pub(super) struct State {
     /// A wake is being delivered (taken from `waiting`, not yet `active`): nobody else may
     /// take one meanwhile.
     pub(super) delivering: bool,
+    /// The activations this queue holds, by id: waiting, being delivered, active, between
+    /// a turn's end and its requeue, being given up (overflow), or parked after their
+    /// retries ran out (offered again after a restart). Admission skips these, so reading
+    /// the store again (a fleet's LISTEN re-read) or hearing an acceptance twice never
+    /// admits a wake twice, resets a retry's delay, or records an overflow twice.
+    pub(super) holds: HashSet<String>,
+    /// While the store is read again ([`State::begin_reread`]): the activations let go of
+    /// meanwhile, which that read must not admit again.
+    left_during_reread: Option<HashSet<String>>,
 }
 
 /// What [`State::take`] found.
@@ -65,6 +74,25 @@ pub(super) enum After {
 }
 
 impl State {
+    /// This queue no longer holds `activation_id` (its turn is over, it was given up, or
+    /// nothing here can work it now).
+    pub(super) fn forget(&mut self, activation_id: &str) {
+        self.holds.remove(activation_id);
+        if let Some(left) = self.left_during_reread.as_mut() {
+            left.insert(activation_id.to_string());
+        }
+    }
+
+    /// A read of the deliverable wakes starts: remember what is let go of until it ends.
+    pub(super) fn begin_reread(&mut self) {
+        self.left_during_reread = Some(HashSet::new());
+    }
+
+    /// The read ended: the activations let go of while it ran.
+    pub(super) fn end_reread(&mut self) -> HashSet<String> {
+        self.left_during_reread.take().unwrap_or_default()
+    }
+
     /// Under the lock: the next wake to deliver, if one may be delivered now (no turn active
     /// or being delivered, not held, its retry delay passed); it is then marked as being
     /// delivered, so there is one active turn whoever calls. Else when to look again.
@@ -96,13 +124,15 @@ impl State {
 }
 
 /// Puts a wake back at the front, unless a newer activation of the same Task is waiting
-/// already (it supersedes this one: one wake per Task).
+/// already (it supersedes this one: one wake per Task; this queue then no longer holds it).
 pub(super) fn requeue_front(state: &mut State, pending: Pending) {
-    if !state
+    if state
         .waiting
         .iter()
         .any(|p| p.accepted.task_id == pending.accepted.task_id)
     {
+        state.forget(&pending.accepted.activation_id);
+    } else {
         state.waiting.push_front(pending);
     }
 }
