@@ -266,6 +266,59 @@ async function residentUrl(pi: PiRpc): Promise<string> {
   return url;
 }
 
+test("with real Pi residents, a Task whose resident is killed mid-turn is worked by another once its lease expires", async () => {
+  const db = pg.createDatabase();
+  const manifest = join(scratch, "workflow-stall.json");
+  writeFileSync(manifest, JSON.stringify({ workflows: [{ id: "summarise", outputs: { summary: { type: "doc.summary" } } }] }));
+  const env = {
+    A2A_STORE_URL: db,
+    A2A_SERVER: "1",
+    A2A_PORT: "0",
+    A2A_GRPC: "0",
+    A2A_CREDENTIALS_PATH: credentials,
+    A2A_WORKFLOW_MANIFEST: manifest,
+    // The shortest lease: A's claim on the Task lapses 3 s after its last renewal.
+    A2A_WAKE_LEASE_MS: "3000",
+  };
+  // A's model never finishes a "stall…" turn; B's works it.
+  const a = new PiRpc([repoRoot], { ...env, FAUX_STALL: "1" }, { model: fauxAgentExtension });
+  let b: PiRpc | undefined;
+  try {
+    const urlA = await residentUrl(a);
+    const sent = await call({ url: urlA } as Node, "alice", "/message:send", {
+      message: { messageId: randomUUID(), role: "ROLE_USER", parts: [{ text: "stall on this one" }] },
+      configuration: { returnImmediately: true },
+    });
+    assert.equal(sent.status, 200, JSON.stringify(sent.json));
+    const task = sent.json.task;
+    await a.waitForStderr(new RegExp(`"event":"a2a_turn_started"[^\n]*"taskId":"${task.id}"`));
+    // B starts while A works the Task: A's live lease keeps B off it.
+    b = new PiRpc([repoRoot], env, { model: fauxAgentExtension });
+    const urlB = await residentUrl(b);
+    await new Promise((r) => setTimeout(r, 1_000));
+    const during = await call({ url: urlB } as Node, "alice", `/tasks/${task.id}`);
+    assert.equal(during.json.status.state, "TASK_STATE_WORKING", JSON.stringify(during.json));
+    assert.doesNotMatch(b.stderr, new RegExp(`"event":"a2a_turn_started"[^\n]*"taskId":"${task.id}"`), "B took a Task A still held");
+    // A dies mid-turn: no turn end, no release, no more renewals.
+    const died = new Promise<void>((resolve) => a.child.once("exit", () => resolve()));
+    a.child.kill("SIGKILL");
+    await died;
+    // B takes it when A's lease expires (delivery 2: the count is the claim's) and settles it.
+    await b.waitForStderr(new RegExp(`"event":"a2a_turn_started"[^\n]*"taskId":"${task.id}"`), 30_000);
+    let state = "";
+    for (let i = 0; i < 300 && state !== "TASK_STATE_COMPLETED"; i++) {
+      const got = await call({ url: urlB } as Node, "alice", `/tasks/${task.id}`);
+      state = got.json.status.state;
+      if (state !== "TASK_STATE_COMPLETED") await new Promise((r) => setTimeout(r, 100));
+    }
+    assert.equal(state, "TASK_STATE_COMPLETED", b.stderr);
+    assert.match(b.stderr, new RegExp(`"event":"a2a_turn_started"[^\n]*"delivery":2[^\n]*"taskId":"${task.id}"|"event":"a2a_turn_started"[^\n]*"taskId":"${task.id}"[^\n]*"delivery":2`));
+  } finally {
+    if (a.child.exitCode === null && a.child.signalCode === null) a.child.kill("SIGKILL");
+    if (b) assert.equal(await b.close(), 0, b.stderr);
+  }
+});
+
 test("with real Pi residents, a Task continued on another node resumes its conversation (its session followed it)", async () => {
   const db = pg.createDatabase();
   // The faux agent records a `summary` output: the workflow declares it.
