@@ -41,4 +41,10 @@ sdkScenarios({
     assert.match(String(e.message), /messageId|ALREADY_EXISTS|DUPLICATE_MESSAGE_ID/, `${e.name}: ${e.message}`);
     return true;
   },
+  // The status UNAUTHENTICATED (16) and our text, as the transport words it.
+  isUnauthenticated: (err) => {
+    const e = err as Error;
+    assert.match(e.message, /: 16 a valid bearer token is required/, `${e.name}: ${e.message}`);
+    return true;
+  },
 });

@@ -1,7 +1,7 @@
 // The package as a user gets it. `npm pack` (the prebuilt addon, without debug info), then
 // `npm install <tarball>` into a fresh folder under a temporary HOME, with a PATH that has
 // no cargo or rustc. From there `a2a-task-plane resident --demo` works a Task to COMPLETED
-// and stops with 0 on SIGTERM; the README's systemd ExecStart line runs as written with
+// and stops with 0 on SIGTERM; the operator guide's systemd ExecStart line runs as written with
 // PATH=/usr/bin:/bin plus Node and serves; `pi install <that folder>` gives a fresh Pi the
 // four tools and, with A2A_SERVER=1, the listener; and `pi install git:…` of a checkout
 // without cargo stops with one line saying what to install, and with cargo builds the
@@ -146,10 +146,10 @@ test("the installed `a2a-task-plane resident --demo` works a Task to COMPLETED w
   assert.doesNotMatch(resident.stderr(), new RegExp(token), "the token is never printed");
 });
 
-test("the README's systemd ExecStart line runs as written with PATH=/usr/bin:/bin plus Node and a temporary HOME, and serves", async () => {
-  const readme = readFileSync(join(repoRoot, "README.md"), "utf8");
-  const line = /^ExecStart=(.+)$/m.exec(readme)?.[1];
-  assert.ok(line, "the README has a unit with an ExecStart line");
+test("the operator guide's systemd ExecStart line runs as written with PATH=/usr/bin:/bin plus Node and a temporary HOME, and serves", async () => {
+  const guide = readFileSync(join(repoRoot, "docs", "operations.md"), "utf8");
+  const line = /^ExecStart=(.+)$/m.exec(guide)?.[1];
+  assert.ok(line, "docs/operations.md has a unit with an ExecStart line");
   // systemd's %h is the user's home; the line has no quoting to undo.
   const [file, ...args] = line.replaceAll("%h", home).split(/\s+/);
   const resident = start(file, args, serviceEnv());

@@ -32,42 +32,20 @@
 # refusals; one commit more per Task on the critical path).
 #
 # Usage: bash benches/fleet-compare.sh [seconds per case, default 5] [Tasks stored first,
-#        default 2000] [rounds, default 2]
+#        default 2000] [rounds, default 2]; --help prints this header
 # A benchmark, not a test: other load on the machine moves the numbers.
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-say() { echo "fleet-compare: $*" >&2; }
-seconds="${1:-5}"
-stored="${2:-2000}"
-rounds="${3:-2}"
-[[ "$seconds" =~ ^[1-9][0-9]*$ ]] || { say "seconds per case must be a positive whole number, not '$seconds'"; exit 2; }
-[[ "$stored" =~ ^[0-9]+$ ]] || { say "Tasks stored must be a whole number, not '$stored'"; exit 2; }
-[[ "$rounds" =~ ^[1-9][0-9]*$ ]] || { say "rounds must be a positive whole number, not '$rounds'"; exit 2; }
-
-python="$(bash "$repo/tools/python-peer.sh")"
-. "$repo/tools/setup.sh"
-say() { echo "fleet-compare: $*" >&2; } # setup.sh has its own
-cd "$repo"
-bench="$(cargo bench --bench http --no-run 2>&1 | sed -n 's/.*Executable .*(\(.*\)).*/\1/p' | tail -1)"
-[ -x "$bench" ] || { say "could not build benches/http.rs (cargo bench --bench http --no-run)"; exit 1; }
-
-if [ "$(nproc)" -ge 2 ] && command -v taskset >/dev/null; then
-  server_cpu=(taskset -c 1)
-  load_cpu=(taskset -c 0)
-  pinning="server processes on CPU 1, load on CPU 0, PostgreSQL not pinned"
-else
-  server_cpu=()
-  load_cpu=()
-  pinning="NOT pinned (needs 2 CPUs and taskset): the figures are not one-core figures"
-fi
-
+# The arguments, the build, the CPU pinning and PostgreSQL: benches/fleet-pg.sh.
+. "$repo/benches/fleet-pg.sh"
+fleet_args 2 "$@"
 case "${FLEET_OURS_ARGS:-}" in
   "" | --awaiting) ;;
   *) say "FLEET_OURS_ARGS must be empty or --awaiting (ours-server.ts's one option), not '$FLEET_OURS_ARGS'"; exit 2 ;;
 esac
+fleet_build "server processes"
 load_before="$(cut -d' ' -f1-3 /proc/loadavg)"
-# PostgreSQL, the temp dir $work, the pids to stop at exit: benches/fleet-pg.sh.
-. "$repo/benches/fleet-pg.sh"
+fleet_pg_start
 
 # server <side> <log name> <database>: starts one server process of that side pinned, on
 # that database, waits for its LISTENING line; sets url, token and pid.
@@ -82,10 +60,7 @@ server() {
   esac
   pid=$!
   pids+=("$pid")
-  for _ in $(seq 300); do grep -q '^LISTENING' "$log" && break; kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-  url="$(sed -n 's/^LISTENING \([^ ]*\).*/\1/p' "$log")"
-  token="$(sed -n 's/^LISTENING [^ ]* *\(.*\)$/\1/p' "$log")"
-  [ -n "$url" ] || { say "$1 server $2 did not start:"; cat "$log" >&2; exit 1; }
+  fleet_listening "$1 server $2" "$log"
 }
 load() { "${load_cpu[@]}" "$bench" "$@"; }
 
@@ -141,12 +116,7 @@ echo "| case (c=64 per generator) | nodes | ours on PostgreSQL | SDK cluster sto
 echo "| --- | ---: | ---: | ---: | ---: |"
 # Per case and node count: per side and round the generators' rates added and the higher
 # p99; then the medians over the rounds and each round's ratio.
-awk -v rounds="$rounds" '
-  function median(list,    v, n, i, j, t) {
-    n = split(list, v, " ")
-    for (i = 2; i <= n; i++) for (j = i; j > 1 && v[j - 1] + 0 > v[j] + 0; j--) { t = v[j]; v[j] = v[j - 1]; v[j - 1] = t }
-    return n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2
-  }
+awk -v rounds="$rounds" "$fleet_awk_median"'
   FNR == 1 { f = FILENAME; sub(/.*\//, "", f); split(f, part, ".") }
   $1 == "RESULT" {
     k = part[1] SUBSEP part[2] SUBSEP $2 SUBSEP part[4]

@@ -6,7 +6,7 @@
 # rounds of the rate, p99 and peak RSS of one process and of two, and two against one.
 #
 # Usage: bash benches/fleet-peer.sh [seconds per case, default 5] [Tasks stored first,
-#        default 2000] [rounds, default 3]
+#        default 2000] [rounds, default 3]; --help prints this header
 #
 # Cases (the generator's `--only send,get,intake`, 64 keep-alive connections):
 # `POST /message:send` blocking until COMPLETED, `GET /tasks/{id}` of the Tasks the send
@@ -31,34 +31,12 @@
 # A benchmark, not a test: other load on the machine moves the numbers.
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-say() { echo "fleet-peer: $*" >&2; }
-seconds="${1:-5}"
-stored="${2:-2000}"
-rounds="${3:-3}"
-[[ "$seconds" =~ ^[1-9][0-9]*$ ]] || { say "seconds per case must be a positive whole number, not '$seconds'"; exit 2; }
-[[ "$stored" =~ ^[0-9]+$ ]] || { say "Tasks stored must be a whole number, not '$stored'"; exit 2; }
-[[ "$rounds" =~ ^[1-9][0-9]*$ ]] || { say "rounds must be a positive whole number, not '$rounds'"; exit 2; }
-
-python="$(bash "$repo/tools/python-peer.sh")"
-. "$repo/tools/setup.sh"
-say() { echo "fleet-peer: $*" >&2; } # setup.sh has its own
-cd "$repo"
-bench="$(cargo bench --bench http --no-run 2>&1 | sed -n 's/.*Executable .*(\(.*\)).*/\1/p' | tail -1)"
-[ -x "$bench" ] || { say "could not build benches/http.rs (cargo bench --bench http --no-run)"; exit 1; }
-
-if [ "$(nproc)" -ge 2 ] && command -v taskset >/dev/null; then
-  server_cpu=(taskset -c 1)
-  load_cpu=(taskset -c 0)
-  pinning="peer processes on CPU 1, load on CPU 0, PostgreSQL not pinned"
-else
-  server_cpu=()
-  load_cpu=()
-  pinning="NOT pinned (needs 2 CPUs and taskset): the figures are not one-core figures"
-fi
-
-load_before="$(cut -d' ' -f1-3 /proc/loadavg)"
-# PostgreSQL, the temp dir $work, the pids to stop at exit: benches/fleet-pg.sh.
+# The arguments, the build, the CPU pinning and PostgreSQL: benches/fleet-pg.sh.
 . "$repo/benches/fleet-pg.sh"
+fleet_args 3 "$@"
+fleet_build "peer processes"
+load_before="$(cut -d' ' -f1-3 /proc/loadavg)"
+fleet_pg_start
 
 # peer <name> <database>: starts a peer process pinned, waits for its LISTENING line;
 # sets url and pid.
@@ -70,10 +48,7 @@ peer() {
   "${server_cpu[@]}" "$python" benches/sdk-cluster-server.py --db "$(pg_url "$2")" >"$log" 2>&1 &
   pid=$!
   pids+=("$pid")
-  for _ in $(seq 300); do grep -q '^LISTENING' "$log" && break; kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-  url="$(sed -n 's/^LISTENING \([^ ]*\).*/\1/p' "$log")"
-  token="$(sed -n 's/^LISTENING [^ ]* *\(.*\)$/\1/p' "$log")"
-  [ -n "$url" ] || { say "peer $1 did not start:"; cat "$log" >&2; exit 1; }
+  fleet_listening "peer $1" "$log"
 }
 load() { "${load_cpu[@]}" "$bench" --token "$token" --stored "$stored" "$@"; }
 
@@ -119,12 +94,7 @@ echo "| --- | ---: | ---: | ---: |"
 # Per case: the median over the rounds of each side's rate and p99 (two processes: A's and
 # B's rates added round by round; the p99 the higher of the two), the highest peak RSS,
 # and the median of the rounds' ratios with each round's in brackets.
-awk -v rounds="$rounds" '
-  function median(list,    v, n, i, j, t) {
-    n = split(list, v, " ")
-    for (i = 2; i <= n; i++) for (j = i; j > 1 && v[j - 1] + 0 > v[j] + 0; j--) { t = v[j]; v[j] = v[j - 1]; v[j - 1] = t }
-    return n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2
-  }
+awk -v rounds="$rounds" "$fleet_awk_median"'
   FNR == 1 { f = FILENAME; sub(/.*\//, "", f); split(f, part, "."); who = part[1]; round = part[2] }
   $1 == "RESULT" { rate[who, $2, round] = $3; p99[who, $2, round] = $5; rss[who, $2, round] = $6 }
   END {

@@ -129,6 +129,10 @@ fn send_body(tag: &str, i: usize) -> String {
 /// What a case sends, request by request: (method, path, body, accept).
 type Requests = Arc<dyn Fn(usize) -> (String, String, String, String) + Send + Sync>;
 
+/// A run's result, as `load` (and the JSON-RPC and gRPC modes' `load`) gives it: (rate,
+/// latencies, the first replies; over gRPC the first Task ids, as bytes).
+type Outcome = (f64, Vec<Duration>, Vec<Vec<u8>>);
+
 /// `POST path` of message `i` tagged `tag` ([`send_body`], changed by `body`), accepting
 /// `accept`.
 fn posts(
@@ -148,12 +152,7 @@ fn posts(
 }
 
 /// Runs `conns` connections until `duration` passes; `request(i)` gives (method, path, body, accept).
-async fn load(
-    t: Arc<Target>,
-    conns: usize,
-    duration: Duration,
-    request: Requests,
-) -> (f64, Vec<Duration>, Vec<Vec<u8>>) {
+async fn load(t: Arc<Target>, conns: usize, duration: Duration, request: Requests) -> Outcome {
     let start = Instant::now();
     let counter = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let handles: Vec<_> = (0..conns)
@@ -199,10 +198,7 @@ fn is_rpc_error(reply: &[u8]) -> bool {
     reply.windows(8).any(|w| w == b"\"error\":")
 }
 
-fn report(
-    label: &str,
-    (rate, mut latencies, _): (f64, Vec<Duration>, Vec<Vec<u8>>),
-) -> (f64, f64, f64) {
+fn report(label: &str, (rate, mut latencies, _): Outcome) -> (f64, f64, f64) {
     latencies.sort();
     let pct = |p: f64| latencies[((latencies.len() - 1) as f64 * p) as usize].as_secs_f64() * 1e3;
     println!(
@@ -497,11 +493,11 @@ fn main() {
     // window on the same server, alternating which goes first (see `stream_send_pairs`).
     let pairs: usize = arg("--pairs").and_then(|c| c.parse().ok()).unwrap_or(0);
     // `--binding-pairs N`: instead of the cases, N pairs of an HTTP+JSON window and a
-    // JSON-RPC window per case (see `jsonrpc::binding_pairs`).
+    // JSON-RPC window per case (see `pairs::binding_pairs`).
     let binding_pairs: usize = arg("--binding-pairs")
         .and_then(|c| c.parse().ok())
         .unwrap_or(0);
-    // `--grpc-pairs N`: the same with gRPC in JSON-RPC's place (see `grpc::grpc_pairs`).
+    // `--grpc-pairs N`: the same with gRPC in JSON-RPC's place.
     let grpc_pairs: usize = arg("--grpc-pairs")
         .and_then(|c| c.parse().ok())
         .unwrap_or(0);
@@ -563,9 +559,22 @@ fn main() {
         }
         if binding_pairs > 0 {
             let rpc = Arc::new(jsonrpc::discover(&t).await);
-            jsonrpc::binding_pairs(
+            let jsonrpc = pairs::Binding {
+                name: "JSON-RPC",
+                key: "binding",
+                letter: "b",
+                run: |case, tag, ids| {
+                    load(
+                        rpc.clone(),
+                        conns,
+                        duration,
+                        jsonrpc::requests(case, tag, ids),
+                    )
+                },
+            };
+            pairs::binding_pairs(
                 &t,
-                &rpc,
+                &jsonrpc,
                 conns,
                 duration,
                 binding_pairs,
@@ -577,7 +586,13 @@ fn main() {
         }
         if grpc_pairs > 0 {
             let g = Arc::new(grpc::discover(&t, h2_conns).await);
-            grpc::grpc_pairs(&t, &g, conns, duration, grpc_pairs, &wanted, server_pid).await;
+            let grpc = pairs::Binding {
+                name: "gRPC",
+                key: "grpc-binding",
+                letter: "g",
+                run: |case, tag, ids| grpc::paired_case(&g, conns, duration, case, tag, ids),
+            };
+            pairs::binding_pairs(&t, &grpc, conns, duration, grpc_pairs, &wanted, server_pid).await;
             return;
         }
         let mut ids = Arc::new(Vec::new());

@@ -1,4 +1,4 @@
-// What the @a2a-js/sdk scenario tests send and check, shared by the JSON-RPC and gRPC ones.
+// What the @a2a-js/sdk scenario tests send and check, shared by the HTTP+JSON, JSON-RPC and gRPC ones.
 import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
 import type { Message, SendMessageRequest } from "@a2a-js/sdk";

@@ -22,11 +22,8 @@ use tonic::metadata::{AsciiMetadataValue, MetadataValue};
 use tonic::transport::{Channel, Endpoint};
 use tonic::Request;
 
-use super::jsonrpc::{agent_card, http_requests, summary};
-use super::{load as http_load, report, task_ids, thread_cpu, Target};
-
-/// Each case's result as `load` gives it: (rate, latencies, the first Task ids as bytes).
-type Outcome = (f64, Vec<Duration>, Vec<Vec<u8>>);
+use super::jsonrpc::agent_card;
+use super::{Outcome, Target};
 
 /// A server's gRPC interface: a client per HTTP/2 connection, and the caller's token.
 pub struct Grpc {
@@ -262,76 +259,22 @@ pub async fn cases(
     }
 }
 
-/// gRPC against HTTP+JSON on one server, paired as `jsonrpc::binding_pairs` pairs JSON-RPC:
-/// per case, `pairs` pairs of a `window`-long HTTP+JSON run (`t`) and one of gRPC (`g`),
-/// the first of a pair alternating. Prints each pair's gRPC / HTTP+JSON rate ratio and
-/// `RESULT grpc-binding <case> <median> <min> <max>`; with the server's `pid`, also the
-/// ratio of its CPU per request, HTTP+JSON / gRPC (above 1 when gRPC costs less), and
-/// `RESULT grpc-binding-cpu <case> ...`.
-pub async fn grpc_pairs(
-    t: &Arc<Target>,
+/// One `window`-long run of case `case` (send, stream, get, list) over gRPC, as
+/// `--grpc-pairs` pairs it with HTTP+JSON ([`pairs::binding_pairs`](super::pairs::binding_pairs)):
+/// its messages tagged `tag`, the GET case reading the Tasks `ids`.
+pub async fn paired_case(
     g: &Arc<Grpc>,
     callers: usize,
     window: Duration,
-    pairs: usize,
-    wanted: &impl Fn(&str) -> bool,
-    pid: Option<u32>,
-) {
-    let cpu = || pid.map_or(0, |pid| thread_cpu(pid).values().sum::<u64>());
-    let mut ids = Arc::new(Vec::new());
-    if wanted("get") {
-        let sends = http_load(
-            t.clone(),
-            callers,
-            Duration::from_secs(1),
-            http_requests("send", "ids", ids.clone()),
-        )
-        .await;
-        ids = Arc::new(task_ids(&sends.2));
-    }
-    for case in ["send", "stream", "get", "list"] {
-        if !wanted(case) {
-            continue;
-        }
-        let (mut ratios, mut cpu_ratios) = (Vec::new(), Vec::new());
-        for pair in 0..pairs {
-            let order = if pair % 2 == 0 { [0, 1] } else { [1, 0] };
-            let (mut rates, mut per_request) = ([0.0; 2], [0.0; 2]);
-            for side in order {
-                // Unique messageIds in every window (a repeated one would be a cheap replay).
-                let tag: &'static str = format!("{case}{pair}g{side}").leak();
-                let before = cpu();
-                let outcome = match side {
-                    0 => {
-                        let calls = http_requests(case, tag, ids.clone());
-                        http_load(t.clone(), callers, window, calls).await
-                    }
-                    _ => {
-                        let call = match case {
-                            "send" => Call::Send(tag),
-                            "stream" => Call::Stream(tag),
-                            "get" => Call::Get(ids.clone()),
-                            _ => Call::List,
-                        };
-                        load(g, callers, window, call).await
-                    }
-                };
-                per_request[side] = (cpu() - before) as f64 / outcome.1.len().max(1) as f64;
-                let label = format!("{case} {}", ["HTTP+JSON", "gRPC"][side]);
-                rates[side] = report(&label, outcome).0;
-            }
-            let ratio = rates[1] / rates[0];
-            println!("pair {pair}: {case} gRPC / HTTP+JSON {ratio:.3}");
-            ratios.push(ratio);
-            if pid.is_some() {
-                let ratio = per_request[0] / per_request[1];
-                println!("pair {pair}: {case} server CPU per request, HTTP+JSON / gRPC {ratio:.3}");
-                cpu_ratios.push(ratio);
-            }
-        }
-        summary("grpc-binding", case, ratios);
-        if pid.is_some() {
-            summary("grpc-binding-cpu", case, cpu_ratios);
-        }
-    }
+    case: &str,
+    tag: &'static str,
+    ids: Arc<Vec<String>>,
+) -> Outcome {
+    let call = match case {
+        "send" => Call::Send(tag),
+        "stream" => Call::Stream(tag),
+        "get" => Call::Get(ids),
+        _ => Call::List,
+    };
+    load(g, callers, window, call).await
 }

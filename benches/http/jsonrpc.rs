@@ -8,12 +8,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{
-    load, parse_url, posts, report, send_body, task_ids, thread_cpu, Conn, Requests, Target,
-};
-
-/// Each case's result: (rate, latencies, the first replies), as `load` gives it.
-type Outcome = (f64, Vec<Duration>, Vec<Vec<u8>>);
+use super::{load, parse_url, send_body, Conn, Outcome, Requests, Target};
 
 /// The Agent Card of the server `t` serves HTTP+JSON for (`/.well-known/agent-card.json`
 /// on the same host).
@@ -162,100 +157,4 @@ pub async fn cases(
             load(rpc.clone(), conns, duration, calls).await,
         );
     }
-}
-
-/// The HTTP+JSON calls of case `case`, as `benches/http.rs` makes them.
-pub fn http_requests(case: &str, tag: &'static str, ids: Arc<Vec<String>>) -> Requests {
-    let get = |path: String| ("GET".into(), path, String::new(), "application/json".into());
-    match case {
-        "send" => posts(tag, "/message:send", "application/json", |b| b),
-        "stream" => posts(tag, "/message:stream", "text/event-stream", |b| b),
-        "get" => Arc::new(move |i| get(format!("/tasks/{}", ids[i % ids.len()]))),
-        "list" => Arc::new(move |_| get("/tasks?pageSize=50".into())),
-        other => panic!("no HTTP+JSON case `{other}`"),
-    }
-}
-
-/// Our two bindings against each other on one server, paired: for each case `wanted`
-/// picks (send, stream, get, list), `pairs` pairs of a `window`-long HTTP+JSON run (`t`)
-/// and one of JSON-RPC (`rpc`), one right after the other, the first of a pair
-/// alternating, so both sides of a pair see the same host and store. Prints each pair's
-/// JSON-RPC / HTTP+JSON rate ratio and `RESULT binding <case> <median> <min> <max>`; with
-/// the server's `pid`, also the ratio of its CPU per request, HTTP+JSON / JSON-RPC (above
-/// 1 when JSON-RPC costs less), and `RESULT binding-cpu <case> <median> <min> <max>`: on
-/// a host whose other work takes the server's core, the rate follows that work, the CPU
-/// spent per request much less.
-pub async fn binding_pairs(
-    t: &Arc<Target>,
-    rpc: &Arc<Target>,
-    conns: usize,
-    window: Duration,
-    pairs: usize,
-    wanted: &impl Fn(&str) -> bool,
-    pid: Option<u32>,
-) {
-    // The server's CPU (clock ticks, every thread) so far.
-    let cpu = || pid.map_or(0, |pid| thread_cpu(pid).values().sum::<u64>());
-    // Both sides read the same Tasks (made over HTTP+JSON in a short window).
-    let mut ids = Arc::new(Vec::new());
-    if wanted("get") {
-        let sends = load(
-            t.clone(),
-            conns,
-            Duration::from_secs(1),
-            http_requests("send", "ids", ids.clone()),
-        )
-        .await;
-        ids = Arc::new(task_ids(&sends.2));
-    }
-    for case in ["send", "stream", "get", "list"] {
-        if !wanted(case) {
-            continue;
-        }
-        let (mut ratios, mut cpu_ratios) = (Vec::new(), Vec::new());
-        for pair in 0..pairs {
-            let order = if pair % 2 == 0 { [0, 1] } else { [1, 0] };
-            let (mut rates, mut per_request) = ([0.0; 2], [0.0; 2]);
-            for side in order {
-                // Unique messageIds in every window (a repeated one would be a cheap replay).
-                let tag: &'static str = format!("{case}{pair}b{side}").leak();
-                let (target, calls) = match side {
-                    0 => (t, http_requests(case, tag, ids.clone())),
-                    _ => (rpc, requests(case, tag, ids.clone())),
-                };
-                let label = format!("{case} {}", ["HTTP+JSON", "JSON-RPC"][side]);
-                let before = cpu();
-                let outcome = load(target.clone(), conns, window, calls).await;
-                per_request[side] = (cpu() - before) as f64 / outcome.1.len().max(1) as f64;
-                rates[side] = report(&label, outcome).0;
-            }
-            let ratio = rates[1] / rates[0];
-            println!("pair {pair}: {case} JSON-RPC / HTTP+JSON {ratio:.3}");
-            ratios.push(ratio);
-            if pid.is_some() {
-                let ratio = per_request[0] / per_request[1];
-                println!(
-                    "pair {pair}: {case} server CPU per request, HTTP+JSON / JSON-RPC {ratio:.3}"
-                );
-                cpu_ratios.push(ratio);
-            }
-        }
-        summary("binding", case, ratios);
-        if pid.is_some() {
-            summary("binding-cpu", case, cpu_ratios);
-        }
-    }
-}
-
-/// `RESULT <what> <case> <median> <min> <max>` of `ratios` (the median of an even count
-/// is the mean of the middle two).
-pub fn summary(what: &str, case: &str, mut ratios: Vec<f64>) {
-    ratios.sort_by(f64::total_cmp);
-    let n = ratios.len();
-    let median = (ratios[(n - 1) / 2] + ratios[n / 2]) / 2.0;
-    println!(
-        "RESULT {what} {case} {median:.3} {:.3} {:.3}",
-        ratios[0],
-        ratios[n - 1]
-    );
 }
