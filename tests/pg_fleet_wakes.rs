@@ -23,17 +23,49 @@ const LEASE_MS: i64 = 3_000;
 /// How long a test waits for a wake that must come.
 const LONG: Duration = Duration::from_secs(10);
 
-fn node(db: &TestDatabase, root: &TempRoot) -> TaskPlane {
+fn node(db: &TestDatabase, root: &TempRoot, wake_lease_ms: i64) -> TaskPlane {
     let url = db.url();
     let env = |name: &str| (name == "A2A_STORE_URL").then(|| url.clone());
     let store = store_backend(&env).unwrap();
     assert!(matches!(store, StoreBackend::Postgres(_)));
     let options = PlaneOptions {
         store,
-        wake_lease_ms: LEASE_MS,
+        wake_lease_ms,
         ..PlaneOptions::default()
     };
     TaskPlane::open(&root.store(), options).unwrap()
+}
+
+/// Two nodes, A and B, on one fresh database, each with a local root of its own.
+struct Fleet {
+    db: TestDatabase,
+    a: TaskPlane,
+    b: TaskPlane,
+    _roots: (TempRoot, TempRoot),
+}
+
+fn fleet(wake_lease_ms: i64) -> Fleet {
+    let db = TestDatabase::new();
+    let roots = (TempRoot::new("fleet-a"), TempRoot::new("fleet-b"));
+    let a = node(&db, &roots.0, wake_lease_ms);
+    let b = node(&db, &roots.1, wake_lease_ms);
+    Fleet {
+        db,
+        a,
+        b,
+        _roots: roots,
+    }
+}
+
+/// `node`'s queue with the turn of a new Task (its message `text`) running:
+/// (the queue, the activation, the Task's id).
+fn working(node: &TaskPlane, text: &str) -> (WakeQueue, String, String) {
+    let queue = WakeQueue::start(node.clone()).unwrap();
+    let acc = node
+        .accept_in_context("alice", None, user("m-1", text), vec![])
+        .unwrap();
+    assert_eq!(queue.next_wake(LONG).unwrap().delivery, 1);
+    (queue, acc.activation_id, acc.task_id.unwrap())
 }
 
 fn lease_owner(db: &TestDatabase, activation: &str) -> String {
@@ -50,9 +82,8 @@ fn deliveries(db: &TestDatabase, activation: &str) -> String {
 
 #[test]
 fn a_wake_accepted_on_one_node_is_delivered_on_another_nodes_queue() {
-    let db = TestDatabase::new();
-    let (root_a, root_b) = (TempRoot::new("fleet-a"), TempRoot::new("fleet-b"));
-    let (a, b) = (node(&db, &root_a), node(&db, &root_b));
+    let f = fleet(LEASE_MS);
+    let (db, a, b) = (&f.db, &f.a, &f.b);
     assert_ne!(a.node_id(), b.node_id());
     let queue_b = WakeQueue::start(b.clone()).unwrap();
     let started = Instant::now();
@@ -65,13 +96,13 @@ fn a_wake_accepted_on_one_node_is_delivered_on_another_nodes_queue() {
         .expect("B's queue is told of A's acceptance");
     eprintln!("accepted on A → delivered on B in {:?}", started.elapsed());
     assert_eq!((wake.task_id.as_str(), wake.delivery), (task.as_str(), 1));
-    assert_eq!(lease_owner(&db, &acc.activation_id), b.node_id());
+    assert_eq!(lease_owner(db, &acc.activation_id), b.node_id());
     tools(&queue_b)
         .complete_task(&task, Outcome::Completed, "done", vec![])
         .unwrap();
     queue_b.turn_ended(&task, TurnOutcome::Ended, None).unwrap();
     assert_eq!(
-        lease_owner(&db, &acc.activation_id),
+        lease_owner(db, &acc.activation_id),
         "-",
         "the turn's end releases the lease"
     );
@@ -82,9 +113,8 @@ fn a_wake_accepted_on_one_node_is_delivered_on_another_nodes_queue() {
 
 #[test]
 fn a_delivery_is_skipped_while_another_node_holds_the_lease() {
-    let db = TestDatabase::new();
-    let (root_a, root_b) = (TempRoot::new("fleet-a"), TempRoot::new("fleet-b"));
-    let (a, b) = (node(&db, &root_a), node(&db, &root_b));
+    let f = fleet(LEASE_MS);
+    let (db, a, b) = (&f.db, &f.a, &f.b);
     let acc = a
         .accept_in_context("alice", None, user("m-1", "do it"), vec![])
         .unwrap();
@@ -106,7 +136,7 @@ fn a_delivery_is_skipped_while_another_node_holds_the_lease() {
         Delivery::Delivered { delivery: 2 }
     );
     assert_eq!(
-        deliveries(&db, &acc.activation_id),
+        deliveries(db, &acc.activation_id),
         "ACCEPTED,WOKEN,WAKE_DELIVERED 1,WAKE_DELIVERED 2"
     );
     // Released, B may deliver it, and the count goes on.
@@ -121,9 +151,8 @@ fn a_delivery_is_skipped_while_another_node_holds_the_lease() {
 
 #[test]
 fn two_queues_racing_for_one_wake_deliver_it_exactly_once() {
-    let db = TestDatabase::new();
-    let (root_a, root_b) = (TempRoot::new("fleet-a"), TempRoot::new("fleet-b"));
-    let (a, b) = (node(&db, &root_a), node(&db, &root_b));
+    let f = fleet(LEASE_MS);
+    let (db, a, b) = (&f.db, &f.a, &f.b);
     for round in 0..5 {
         let queues = [
             WakeQueue::start(a.clone()).unwrap(),
@@ -149,7 +178,7 @@ fn two_queues_racing_for_one_wake_deliver_it_exactly_once() {
         let delivered: Vec<usize> = (0..2).filter(|&i| wakes[i].is_some()).collect();
         assert_eq!(delivered.len(), 1, "round {round}: {wakes:?}");
         assert_eq!(
-            deliveries(&db, &acc.activation_id),
+            deliveries(db, &acc.activation_id),
             "ACCEPTED,WOKEN,WAKE_DELIVERED 1",
             "round {round}"
         );
@@ -168,15 +197,9 @@ fn two_queues_racing_for_one_wake_deliver_it_exactly_once() {
 
 #[test]
 fn a_running_turn_renews_its_lease_so_no_other_node_takes_the_task() {
-    let db = TestDatabase::new();
-    let (root_a, root_b) = (TempRoot::new("fleet-a"), TempRoot::new("fleet-b"));
-    let (a, b) = (node(&db, &root_a), node(&db, &root_b));
-    let queue_a = WakeQueue::start(a.clone()).unwrap();
-    let acc = a
-        .accept_in_context("alice", None, user("m-1", "long turn"), vec![])
-        .unwrap();
-    let task = acc.task_id.unwrap();
-    assert!(queue_a.next_wake(LONG).is_some());
+    let f = fleet(LEASE_MS);
+    let (db, a, b) = (&f.db, &f.a, &f.b);
+    let (queue_a, activation, task) = working(a, "long turn");
     let queue_b = WakeQueue::start(b.clone()).unwrap();
     // Two lease lengths: without renewals B would take the Task.
     assert!(
@@ -185,7 +208,7 @@ fn a_running_turn_renews_its_lease_so_no_other_node_takes_the_task() {
             .is_none(),
         "B took a Task whose turn still runs on A"
     );
-    assert_eq!(lease_owner(&db, &acc.activation_id), a.node_id());
+    assert_eq!(lease_owner(db, &activation), a.node_id());
     queue_a
         .turn_ended(&task, TurnOutcome::Failed, Some("model error"))
         .unwrap();
@@ -197,15 +220,9 @@ fn a_running_turn_renews_its_lease_so_no_other_node_takes_the_task() {
 
 #[test]
 fn a_dead_nodes_lease_expires_and_another_node_takes_the_task_with_the_count_continued() {
-    let db = TestDatabase::new();
-    let (root_a, root_b) = (TempRoot::new("fleet-a"), TempRoot::new("fleet-b"));
-    let (a, b) = (node(&db, &root_a), node(&db, &root_b));
-    let queue_a = WakeQueue::start(a.clone()).unwrap();
-    let acc = a
-        .accept_in_context("alice", None, user("m-1", "work"), vec![])
-        .unwrap();
-    let task = acc.task_id.unwrap();
-    assert_eq!(queue_a.next_wake(LONG).unwrap().delivery, 1);
+    let f = fleet(LEASE_MS);
+    let (db, a, b) = (&f.db, &f.a, &f.b);
+    let (queue_a, activation, task) = working(a, "work");
     // A "dies" mid-turn: no turn end, no more renewals (its plane is left open: a plane
     // that closes frees its leases, see the next test).
     queue_a.close();
@@ -221,9 +238,9 @@ fn a_dead_nodes_lease_expires_and_another_node_takes_the_task_with_the_count_con
         "B took the Task before A's lease could expire: {waited:?}"
     );
     assert_eq!((wake.task_id.as_str(), wake.delivery), (task.as_str(), 2));
-    assert_eq!(lease_owner(&db, &acc.activation_id), b.node_id());
+    assert_eq!(lease_owner(db, &activation), b.node_id());
     assert_eq!(
-        deliveries(&db, &acc.activation_id),
+        deliveries(db, &activation),
         "ACCEPTED,WOKEN,WAKE_DELIVERED 1,WAKE_DELIVERED 2"
     );
     queue_b.close();
@@ -233,26 +250,10 @@ fn a_dead_nodes_lease_expires_and_another_node_takes_the_task_with_the_count_con
 
 #[test]
 fn a_node_that_stops_frees_the_tasks_it_was_working_for_the_others_at_once() {
-    let db = TestDatabase::new();
-    let (root_a, root_b) = (TempRoot::new("fleet-a"), TempRoot::new("fleet-b"));
-    // A lease far longer than the wait below: only the release lets B take the Task.
-    let long_lease = |root: &TempRoot| {
-        let url = db.url();
-        let env = |name: &str| (name == "A2A_STORE_URL").then(|| url.clone());
-        let options = PlaneOptions {
-            store: store_backend(&env).unwrap(),
-            wake_lease_ms: 600_000,
-            ..PlaneOptions::default()
-        };
-        TaskPlane::open(&root.store(), options).unwrap()
-    };
-    let (a, b) = (long_lease(&root_a), long_lease(&root_b));
-    let queue_a = WakeQueue::start(a.clone()).unwrap();
-    let acc = a
-        .accept_in_context("alice", None, user("m-1", "work"), vec![])
-        .unwrap();
-    let task = acc.task_id.unwrap();
-    assert_eq!(queue_a.next_wake(LONG).unwrap().delivery, 1);
+    // A lease far longer than the waits below: only the release lets B take the Task.
+    let f = fleet(600_000);
+    let (db, a, b) = (&f.db, &f.a, &f.b);
+    let (queue_a, activation, task) = working(a, "work");
     let queue_b = WakeQueue::start(b.clone()).unwrap();
     assert_eq!(
         queue_b.next_wake(Duration::from_millis(300)),
@@ -262,21 +263,20 @@ fn a_node_that_stops_frees_the_tasks_it_was_working_for_the_others_at_once() {
     // A stops mid-turn (SIGTERM): its plane closes.
     queue_a.close();
     a.close();
-    assert_eq!(lease_owner(&db, &acc.activation_id), "-");
+    assert_eq!(lease_owner(db, &activation), "-");
     let wake = queue_b
         .next_wake(Duration::from_secs(60))
         .expect("B takes the Task A freed as it stopped");
     assert_eq!((wake.task_id.as_str(), wake.delivery), (task.as_str(), 2));
-    assert_eq!(lease_owner(&db, &acc.activation_id), b.node_id());
+    assert_eq!(lease_owner(db, &activation), b.node_id());
     queue_b.close();
     b.close();
 }
 
 #[test]
 fn a_newer_message_to_a_task_another_node_works_waits_for_that_turn() {
-    let db = TestDatabase::new();
-    let (root_a, root_b) = (TempRoot::new("fleet-a"), TempRoot::new("fleet-b"));
-    let (a, b) = (node(&db, &root_a), node(&db, &root_b));
+    let f = fleet(LEASE_MS);
+    let (a, b) = (&f.a, &f.b);
     let queue_a = WakeQueue::start(a.clone()).unwrap();
     let first = a
         .accept_in_context("alice", None, user("m-1", "x"), vec![])

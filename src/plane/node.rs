@@ -86,15 +86,7 @@ impl TaskPlane {
     pub fn wakes_for_this_node(&self) -> Result<(Vec<Accepted>, Option<i64>), PlaneError> {
         let node = self.node.clone();
         self.read(|tx| {
-            let wakes = tx
-                .deliverable_claims_for(&node)?
-                .into_iter()
-                .map(|d| Accepted {
-                    activation_id: d.activation_id,
-                    task_id: d.task_id,
-                    context_id: d.context_id,
-                })
-                .collect();
+            let wakes = super::wakes::deliverable_for(tx, &node)?;
             Ok((wakes, tx.earliest_foreign_lease_ms(&node)?))
         })
     }

@@ -14,7 +14,7 @@ use crate::record::{ClaimState, EvidenceKind, MessageRecord, PartRecord, TaskSta
 use crate::store::claims::WakeLease;
 use crate::store::evidence::{self, NewEvidence};
 use crate::store::tasks::InputRequest;
-use crate::store::WriteTx;
+use crate::store::{ReadTx, WriteTx};
 
 /// Unhealthy evidence about an activation of a Task.
 fn unhealthy_wake_evidence(
@@ -218,16 +218,19 @@ impl TaskPlane {
     /// continuation), and no other node holds a live lease on it.
     pub fn wakes_to_replay(&self) -> Result<Vec<Accepted>, PlaneError> {
         let node = self.node.clone();
-        self.read(|tx| {
-            Ok(tx
-                .deliverable_claims_for(&node)?
-                .into_iter()
-                .map(|d| Accepted {
-                    activation_id: d.activation_id,
-                    task_id: d.task_id,
-                    context_id: d.context_id,
-                })
-                .collect())
-        })
+        self.read(|tx| deliverable_for(tx, &node))
     }
+}
+
+/// The wakes `node` may take, oldest first (see [`TaskPlane::wakes_to_replay`]).
+pub(super) fn deliverable_for(tx: &dyn ReadTx, node: &str) -> Result<Vec<Accepted>, PlaneError> {
+    Ok(tx
+        .deliverable_claims_for(node)?
+        .into_iter()
+        .map(|d| Accepted {
+            activation_id: d.activation_id,
+            task_id: d.task_id,
+            context_id: d.context_id,
+        })
+        .collect())
 }
