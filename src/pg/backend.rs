@@ -38,8 +38,9 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use postgres::error::SqlState;
-use postgres::{Client, IsolationLevel, NoTls, Transaction};
+use postgres::{Client, IsolationLevel, Transaction};
 use r2d2_postgres::PostgresConnectionManager;
+use tokio_postgres_rustls::MakeRustlsConnect;
 
 use super::tx::{may_succeed_again, store_error, PgTx, Statements, BACKEND};
 use super::{describe, schema, target};
@@ -58,7 +59,7 @@ pub struct PgConnection {
 
 /// `r2d2_postgres`'s manager (connect, check, notice a broken connection), with each
 /// connection's prepared statements kept beside it.
-struct Manager(PostgresConnectionManager<NoTls>);
+struct Manager(PostgresConnectionManager<MakeRustlsConnect>);
 
 impl r2d2::ManageConnection for Manager {
     type Connection = PgConnection;
@@ -119,6 +120,8 @@ pub struct PgStore {
     target: String,
     /// How to connect (for the node's LISTEN connection, [`PgStore::listen`]).
     config: postgres::Config,
+    /// TLS as the URL's `sslmode` says ([`super::tls`]), for every connection.
+    tls: MakeRustlsConnect,
     pool: Pool,
     queue: Mutex<Option<Queue>>,
     workers: Mutex<Vec<JoinHandle<()>>>,
@@ -137,7 +140,7 @@ impl PgStore {
     /// (refusing a newer one) and starts the workers. `root` is this node's local store
     /// root (Pi sessions), created mode 0700.
     pub fn open(url: &PostgresUrl, root: &Path, options: PgOptions) -> Result<PgStore, StoreError> {
-        let mut config: postgres::Config = url.as_str().parse().map_err(|e| {
+        let mut config: postgres::Config = url.client_str().parse().map_err(|e| {
             database_error(format!(
                 "A2A_STORE_URL `{}` does not parse: {e}",
                 url.redacted()
@@ -149,12 +152,17 @@ impl PgStore {
         if config.get_application_name().is_none() {
             config.application_name("a2a-task-plane");
         }
+        let (tls, ssl_mode) = super::tls::connector(url)?;
+        config.ssl_mode(ssl_mode);
         let target = target(&config);
         let connect_error = |message: String| {
-            database_error(format!(
-                "cannot connect to {target}: {message}; check that the server runs and accepts \
-                 this user, and A2A_STORE_URL"
-            ))
+            database_error(match super::tls::explain(url, &message) {
+                Some(tls) => format!("cannot connect to {target}: {tls} ({message})"),
+                None => format!(
+                    "cannot connect to {target}: {message}; check that the server runs and \
+                     accepts this user, and A2A_STORE_URL"
+                ),
+            })
         };
         fs::create_dir_all(root)
             .and_then(|()| fs::set_permissions(root, fs::Permissions::from_mode(0o700)))
@@ -163,7 +171,7 @@ impl PgStore {
                 message: format!("cannot create the store directory: {e}"),
             })?;
         let mut client = config
-            .connect(NoTls)
+            .connect(tls.clone())
             .map_err(|e| connect_error(describe(&e)))?;
         schema::migrate(&mut client, &target)?;
         drop(client);
@@ -178,7 +186,7 @@ impl PgStore {
             .connection_timeout(options.connect_timeout)
             .build(Manager(PostgresConnectionManager::new(
                 config.clone(),
-                NoTls,
+                tls.clone(),
             )))
             .map_err(|e| connect_error(e.to_string()))?;
         let (sender, jobs) = queue();
@@ -198,6 +206,7 @@ impl PgStore {
             root: root.to_path_buf(),
             target,
             config,
+            tls,
             pool,
             queue: Mutex::new(Some(sender)),
             workers: Mutex::new(workers),
@@ -216,8 +225,14 @@ impl PgStore {
         channels: &[&str],
         heard: Box<dyn FnMut(super::listen::Heard) + Send>,
     ) -> Result<super::listen::Listener, StoreError> {
-        super::listen::Listener::start(self.config.clone(), self.target.clone(), channels, heard)
-            .map_err(|e| database_error(format!("cannot start the LISTEN thread: {e}")))
+        super::listen::Listener::start(
+            self.config.clone(),
+            self.tls.clone(),
+            self.target.clone(),
+            channels,
+            heard,
+        )
+        .map_err(|e| database_error(format!("cannot start the LISTEN thread: {e}")))
     }
 
     /// Runs `work` in one transaction of its own on the calling thread, committed when it

@@ -10,11 +10,14 @@
 //!   operations, with the same semantics as SQLite's, are in [`tx`].
 //! - **Versioned migrations** ([`schema`]): run at open, under an advisory lock, so nodes
 //!   starting together migrate once.
+//! - TLS to the database as the URL's `sslmode` and `sslrootcert` say, as libpq reads them
+//!   ([`tls`]; `prefer` when absent).
 //! - Errors name the database by host, port, name and user, never by its password.
 
 mod backend;
 pub mod listen;
 pub mod schema;
+pub mod tls;
 mod tx;
 
 pub use backend::{PgOptions, PgStore, ATTEMPTS, MAX_BATCH};
