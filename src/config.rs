@@ -1,7 +1,7 @@
 //! Configuration from the environment, with errors that name the variable. A variable that
 //! is set but unusable is an error, never a silent fallback.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// A configuration error: which variable, what is wrong, what to do.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -84,20 +84,119 @@ pub enum StoreBackend {
 }
 
 /// A `postgres://` or `postgresql://` URL that parses as a connection string and names a
-/// host. It may hold a password: `Debug` and [`PostgresUrl::redacted`] never show it.
+/// host, with its TLS settings (`sslmode`, `sslrootcert`) taken out. It may hold a
+/// password: `Debug` and [`PostgresUrl::redacted`] never show it.
 #[derive(Clone, PartialEq, Eq)]
-pub struct PostgresUrl(String);
+pub struct PostgresUrl {
+    /// As given.
+    text: String,
+    /// Without `sslmode` and `sslrootcert` (the client's parser knows neither
+    /// `verify-ca` / `verify-full` nor `sslrootcert`).
+    client: String,
+    ssl_mode: SslMode,
+    ssl_root_cert: Option<PathBuf>,
+}
+
+/// The URL's `sslmode`, as libpq reads it: whether the database connection uses TLS and
+/// what of the server's certificate is checked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SslMode {
+    /// No TLS.
+    Disable,
+    /// TLS when the server offers it, else plain; the certificate checked only against
+    /// a given `sslrootcert`. The default when the URL has no `sslmode` (libpq's).
+    Prefer,
+    /// TLS or no connection; the certificate checked only against a given `sslrootcert`.
+    Require,
+    /// TLS, the certificate signed by the CA (`sslrootcert`), any name.
+    VerifyCa,
+    /// TLS, the certificate signed by the CA and issued for the host connected to.
+    VerifyFull,
+}
+
+impl SslMode {
+    /// The value as written in a URL.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SslMode::Disable => "disable",
+            SslMode::Prefer => "prefer",
+            SslMode::Require => "require",
+            SslMode::VerifyCa => "verify-ca",
+            SslMode::VerifyFull => "verify-full",
+        }
+    }
+}
 
 impl PostgresUrl {
-    /// The URL as given (with its password): for connecting only, never for messages.
+    /// The URL as given (with its password): never for messages.
     pub fn as_str(&self) -> &str {
-        &self.0
+        &self.text
+    }
+
+    /// The URL for the client's own parser: as given, less `sslmode` and `sslrootcert`
+    /// (see [`PostgresUrl::ssl_mode`]).
+    pub fn client_str(&self) -> &str {
+        &self.client
+    }
+
+    /// `sslmode` ([`SslMode::Prefer`] when absent, as libpq).
+    pub fn ssl_mode(&self) -> SslMode {
+        self.ssl_mode
+    }
+
+    /// `sslrootcert`: the PEM file of the CA certificates the server's must chain to.
+    pub fn ssl_root_cert(&self) -> Option<&Path> {
+        self.ssl_root_cert.as_deref()
     }
 
     /// The URL with its password (in the user info or a `password=` parameter) as `***`.
     pub fn redacted(&self) -> String {
-        redact_password(&self.0)
+        redact_password(&self.text)
     }
+}
+
+/// Splits the TLS parameters (`sslmode`, `sslrootcert`) off the query string of `url`.
+fn split_tls_parameters(url: &str) -> Result<(String, SslMode, Option<PathBuf>), String> {
+    let Some((base, query)) = url.split_once('?') else {
+        return Ok((url.to_string(), SslMode::Prefer, None));
+    };
+    let (mut mode, mut root_cert, mut kept) = (SslMode::Prefer, None, Vec::new());
+    for pair in query.split('&') {
+        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+        let value = percent_encoding::percent_decode_str(value)
+            .decode_utf8_lossy()
+            .into_owned();
+        match key {
+            "sslmode" => {
+                mode = match value.as_str() {
+                    "disable" => SslMode::Disable,
+                    "prefer" => SslMode::Prefer,
+                    "require" => SslMode::Require,
+                    "verify-ca" => SslMode::VerifyCa,
+                    "verify-full" => SslMode::VerifyFull,
+                    other => {
+                        return Err(format!(
+                            "sslmode={other} is not one this client supports: use disable, \
+                             prefer (the default), require, verify-ca or verify-full"
+                        ))
+                    }
+                }
+            }
+            "sslrootcert" if value.is_empty() || value == "system" => {
+                return Err(format!(
+                    "sslrootcert={value} names no file: give the path of the PEM file that \
+                     holds the CA certificate the server's certificate is signed by"
+                ))
+            }
+            "sslrootcert" => root_cert = Some(PathBuf::from(value)),
+            _ => kept.push(pair),
+        }
+    }
+    let client = match kept.is_empty() {
+        true => base.to_string(),
+        false => format!("{base}?{}", kept.join("&")),
+    };
+    Ok((client, mode, root_cert))
 }
 
 impl std::fmt::Debug for PostgresUrl {
@@ -123,7 +222,9 @@ pub fn store_backend(env: &dyn Fn(&str) -> Option<String>) -> Result<StoreBacken
              for a fleet on PostgreSQL, or unset it to use the embedded SQLite store"
         )));
     }
-    let config: postgres::Config = url.parse().map_err(|e| {
+    let (client, ssl_mode, ssl_root_cert) =
+        split_tls_parameters(&url).map_err(|e| error(format!("`{shown}`: {e}")))?;
+    let config: postgres::Config = client.parse().map_err(|e| {
         error(format!(
             "`{shown}` is not a usable PostgreSQL URL ({e}); write it as postgres://user:password@host:5432/database \
              (percent-encode special characters in the user and password)"
@@ -134,7 +235,12 @@ pub fn store_backend(env: &dyn Fn(&str) -> Option<String>) -> Result<StoreBacken
             "`{shown}` names no host: write it as postgres://user:password@host:5432/database"
         )));
     }
-    Ok(StoreBackend::Postgres(PostgresUrl(url)))
+    Ok(StoreBackend::Postgres(PostgresUrl {
+        text: url,
+        client,
+        ssl_mode,
+        ssl_root_cert,
+    }))
 }
 
 /// A command that reads the embedded SQLite store's file directly (the offline store
@@ -472,6 +578,49 @@ mod tests {
             other => panic!("{other:?}"),
         };
         assert_eq!(format!("{url:?}"), "PostgresUrl(postgres://u:***@h/d)");
+    }
+
+    #[test]
+    fn the_urls_sslmode_and_sslrootcert_are_read_as_libpq_reads_them_and_prefer_is_the_default() {
+        let parse = |url: &str| match store_backend(&env(&[("A2A_STORE_URL", url)])) {
+            Ok(StoreBackend::Postgres(url)) => Ok(url),
+            Ok(other) => panic!("{other:?}"),
+            Err(e) => Err(e),
+        };
+        let url = parse("postgres://u:pw@h/d").unwrap();
+        assert_eq!(url.ssl_mode(), SslMode::Prefer);
+        assert_eq!(url.ssl_root_cert(), None);
+        let url = parse(
+            "postgres://u:pw@h/d?application_name=x&sslmode=verify-full&sslrootcert=%2Fetc%2Fca.pem",
+        )
+        .unwrap();
+        assert_eq!(url.ssl_mode(), SslMode::VerifyFull);
+        assert_eq!(url.ssl_root_cert(), Some(Path::new("/etc/ca.pem")));
+        assert_eq!(url.client_str(), "postgres://u:pw@h/d?application_name=x");
+        assert_eq!(
+            format!("{url:?}"),
+            "PostgresUrl(postgres://u:***@h/d?application_name=x&sslmode=verify-full&sslrootcert=%2Fetc%2Fca.pem)"
+        );
+        for (mode, expected) in [
+            ("disable", SslMode::Disable),
+            ("require", SslMode::Require),
+            ("verify-ca", SslMode::VerifyCa),
+        ] {
+            let url = parse(&format!("postgres://u:pw@h/d?sslmode={mode}")).unwrap();
+            assert_eq!(
+                (url.ssl_mode(), url.client_str()),
+                (expected, "postgres://u:pw@h/d")
+            );
+        }
+        let err = parse("postgres://u:pw@h/d?sslmode=allow").unwrap_err();
+        assert_eq!(err.variable, "A2A_STORE_URL");
+        assert!(
+            err.message.contains("sslmode=allow") && err.message.contains("verify-full"),
+            "{err}"
+        );
+        assert!(!err.message.contains("pw@"), "{err}");
+        let err = parse("postgres://u:pw@h/d?sslrootcert=system").unwrap_err();
+        assert!(err.message.contains("CA certificate"), "{err}");
     }
 
     #[test]

@@ -12,8 +12,9 @@
 //!   (`store::tasks`, `store::claims`, `store::contexts`, `store::evidence`,
 //!   `store::anchors`, `store::checkpoints`, `store::deliveries`, `store::retention`,
 //!   `store::inspect`).
-//! - [`pg`]: the durable store on PostgreSQL for a fleet (`A2A_STORE_URL`): worker threads
-//!   with pooled connections, one transaction per job, versioned migrations.
+//! - [`pg`]: the durable store on PostgreSQL for a fleet (`A2A_STORE_URL`): a writer thread
+//!   that commits queued jobs in batches (a savepoint per job), pooled connections over TLS
+//!   as the URL's `sslmode` says, versioned migrations.
 //! - [`plane`]: the trusted intake and every rule of the contract's Task and conversation
 //!   semantics (contexts, continuation, idempotency, acceptance, retention, delivery, the
 //!   durable half of the wake queue). Rules only: it reads typed rows from the store,

@@ -1,17 +1,20 @@
 //! The PostgreSQL store as a backend of the store handle, against a real server: a write
 //! is one transaction committed before its reply, a failed one leaves nothing, writes run
-//! on every worker at once, close ends everything, and a database that cannot be reached
-//! is named (host, port, database, user) without its password.
+//! on every worker at once, writes queued together are one batch (one commit, a failing
+//! one rolled back alone, order kept), close ends everything, and a database that cannot
+//! be reached is named (host, port, database, user) without its password.
 
 mod common;
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 use a2a_task_plane::config::{store_backend, PostgresUrl, StoreBackend};
-use a2a_task_plane::pg::{PgOptions, PgStore, ATTEMPTS};
-use a2a_task_plane::store::{Store, StoreError};
+use a2a_task_plane::pg::{PgOptions, PgStore, ATTEMPTS, MAX_BATCH};
+use a2a_task_plane::record::{Continuation, MessageRecord, TaskState};
+use a2a_task_plane::store::tasks::NewTask;
+use a2a_task_plane::store::{FaultAction, Faults, Store, StoreError, WriteTx};
 use common::postgres::{TestDatabase, TestPostgres};
 use common::TempRoot;
 
@@ -282,8 +285,6 @@ fn a_refused_password_is_named_by_database_and_user_without_the_password() {
 /// `store::InOrder`), and `complete` must not land first.
 #[test]
 fn writes_queued_one_after_another_are_applied_in_that_order() {
-    use a2a_task_plane::record::{Continuation, MessageRecord, TaskState};
-    use a2a_task_plane::store::tasks::NewTask;
     let (db, root) = (TestDatabase::new(), TempRoot::new("pg"));
     let store = open(&db, &root);
     store
@@ -339,4 +340,314 @@ fn writes_queued_one_after_another_are_applied_in_that_order() {
         ids, expected,
         "the history is in the order the writes were queued"
     );
+}
+
+/// A write for [`in_one_batch`].
+type Write = Box<dyn FnMut(&dyn WriteTx) -> Result<(), StoreError> + Send>;
+
+/// Queues `writes` while the writer is busy with another write, so that they reach it
+/// together and it takes them as one batch; their replies, in queue order.
+fn in_one_batch(store: &Store, writes: Vec<Write>) -> Vec<Result<(), StoreError>> {
+    assert!(writes.len() <= MAX_BATCH);
+    let started = Arc::new(AtomicBool::new(false));
+    let release = Arc::new(AtomicBool::new(false));
+    let (flags, (done, replies)) = ((started.clone(), release.clone()), mpsc::channel());
+    let blocker_done = done.clone();
+    let blocked = store.submit(
+        move |_tx| {
+            flags.0.store(true, Ordering::SeqCst);
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while !flags.1.load(Ordering::SeqCst) && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            Ok::<_, StoreError>(())
+        },
+        None,
+        Box::new(move |result| blocker_done.send((usize::MAX, result)).unwrap()),
+    );
+    assert!(blocked.is_none());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !started.load(Ordering::SeqCst) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    assert!(
+        started.load(Ordering::SeqCst),
+        "the writer took the first write"
+    );
+    let n = writes.len();
+    for (at, write) in writes.into_iter().enumerate() {
+        let done = done.clone();
+        let blocked = store.submit(
+            write,
+            None,
+            Box::new(move |result| done.send((at, result)).unwrap()),
+        );
+        assert!(blocked.is_none());
+    }
+    release.store(true, Ordering::SeqCst);
+    let mut answers: Vec<Option<Result<(), StoreError>>> = (0..n).map(|_| None).collect();
+    for _ in 0..=n {
+        let (at, result) = replies.recv_timeout(Duration::from_secs(30)).unwrap();
+        match at {
+            usize::MAX => result.unwrap(),
+            at => answers[at] = Some(result),
+        }
+    }
+    answers.into_iter().map(Option::unwrap).collect()
+}
+
+/// A store with one writer whose steps `faults` sees (and may fail).
+fn open_with_faults(db: &TestDatabase, root: &TempRoot, faults: &Arc<Faults>) -> Store {
+    let options = PgOptions {
+        faults: Some(faults.clone()),
+        ..PgOptions::default()
+    };
+    let pg = PgStore::open(&url(&db.url()), &root.store(), options).unwrap();
+    Store::with_backend(Arc::new(pg), None)
+}
+
+fn commits(faults: &Faults) -> usize {
+    faults
+        .trace()
+        .iter()
+        .filter(|step| *step == "step commit")
+        .count()
+}
+
+fn new_task<'a>(task_id: &'a str, context_id: &'a str) -> NewTask<'a> {
+    NewTask {
+        task_id,
+        principal: "alice",
+        context_id,
+        source: "a2a",
+        continuation: Continuation::ExplicitTaskId,
+        state: TaskState::Submitted,
+        extensions: &[],
+        now_ms: 1,
+    }
+}
+
+/// A write that makes context `c` and a Task `t-<c>` in it.
+fn context_and_task(c: &'static str) -> Write {
+    Box::new(move |tx| {
+        tx.insert_fresh_context(c, "alice", "a2a", 1)?;
+        tx.insert_task(&new_task(&format!("t-{c}"), c))?;
+        Ok(())
+    })
+}
+
+fn contexts(db: &TestDatabase) -> String {
+    db.psql("SELECT string_agg(context_id, ',' ORDER BY context_id) FROM contexts")
+}
+
+fn submitted_count(db: &TestDatabase) -> String {
+    db.psql("SELECT COALESCE(SUM(n), 0) FROM task_counts WHERE principal = 'alice' AND state = 'submitted'")
+}
+
+#[test]
+fn writes_queued_together_are_committed_in_one_transaction_and_all_answered_after_it() {
+    let (db, root, faults) = (
+        TestDatabase::new(),
+        TempRoot::new("pg"),
+        Arc::new(Faults::new()),
+    );
+    let store = open_with_faults(&db, &root, &faults);
+    faults.start_trace();
+    let writes: Vec<Write> = ["c-1", "c-2", "c-3", "c-4", "c-5"]
+        .into_iter()
+        .map(context_and_task)
+        .collect();
+    let answers = in_one_batch(&store, writes);
+    assert!(answers.iter().all(Result::is_ok), "{answers:?}");
+    assert_eq!(
+        commits(&faults),
+        2,
+        "one commit for the write that kept the writer busy, one for the five queued behind it"
+    );
+    // Durable and visible to another session once answered, counts included.
+    assert_eq!(contexts(&db), "c-1,c-2,c-3,c-4,c-5");
+    assert_eq!(submitted_count(&db), "5");
+}
+
+#[test]
+fn a_failing_write_in_a_batch_is_rolled_back_alone_with_its_task_counts_and_the_others_commit() {
+    let (db, root, faults) = (
+        TestDatabase::new(),
+        TempRoot::new("pg"),
+        Arc::new(Faults::new()),
+    );
+    let store = open_with_faults(&db, &root, &faults);
+    faults.start_trace();
+    let writes: Vec<Write> = vec![
+        context_and_task("c-1"),
+        // Its own error after writing a context and a Task (counted).
+        Box::new(|tx| {
+            tx.insert_fresh_context("c-2", "alice", "a2a", 1)?;
+            tx.insert_task(&new_task("t-c-2", "c-2"))?;
+            Err(StoreError::Corrupt("the rule said no".into()))
+        }),
+        // A statement PostgreSQL refused (text with a NUL byte), ignored.
+        Box::new(|tx| {
+            tx.insert_fresh_context("c-3", "alice", "a2a", 1)?;
+            let _ = tx.insert_fresh_context("c-\0", "alice", "a2a", 1);
+            Ok(())
+        }),
+        context_and_task("c-4"),
+    ];
+    let answers = in_one_batch(&store, writes);
+    assert!(answers[0].is_ok() && answers[3].is_ok(), "{answers:?}");
+    let own = answers[1].as_ref().unwrap_err().to_string();
+    assert!(own.contains("the rule said no"), "{own}");
+    let refused = answers[2].as_ref().unwrap_err().to_string();
+    assert!(refused.contains("refused"), "{refused}");
+    assert_eq!(commits(&faults), 2, "the four were one batch");
+    assert_eq!(contexts(&db), "c-1,c-4");
+    assert_eq!(
+        submitted_count(&db),
+        "2",
+        "the failed write's count went with it"
+    );
+    assert_eq!(db.psql("SELECT count(*) FROM tasks"), "2");
+}
+
+#[test]
+fn a_write_that_panics_in_a_batch_is_rolled_back_alone_and_answered() {
+    let (db, root, faults) = (
+        TestDatabase::new(),
+        TempRoot::new("pg"),
+        Arc::new(Faults::new()),
+    );
+    let store = open_with_faults(&db, &root, &faults);
+    faults.start_trace();
+    let writes: Vec<Write> = vec![
+        context_and_task("c-1"),
+        Box::new(|tx| {
+            tx.insert_fresh_context("c-2", "alice", "a2a", 1)?;
+            tx.insert_task(&new_task("t-c-2", "c-2"))?;
+            panic!("a bug in a job");
+        }),
+        context_and_task("c-3"),
+    ];
+    let answers = in_one_batch(&store, writes);
+    assert!(answers[0].is_ok() && answers[2].is_ok(), "{answers:?}");
+    let panicked = answers[1].as_ref().unwrap_err().to_string();
+    assert!(panicked.contains("panicked"), "{panicked}");
+    assert_eq!(commits(&faults), 2, "the three were one batch");
+    assert_eq!(contexts(&db), "c-1,c-3");
+    assert_eq!(submitted_count(&db), "2");
+    // The writer goes on.
+    store
+        .write(|tx| tx.insert_fresh_context("c-4", "alice", "a2a", 1))
+        .unwrap();
+    assert_eq!(contexts(&db), "c-1,c-3,c-4");
+}
+
+#[test]
+fn writes_in_one_batch_are_applied_in_the_order_they_were_queued() {
+    let (db, root, faults) = (
+        TestDatabase::new(),
+        TempRoot::new("pg"),
+        Arc::new(Faults::new()),
+    );
+    let store = open_with_faults(&db, &root, &faults);
+    store
+        .write(|tx| {
+            tx.insert_fresh_context("c-1", "alice", "a2a", 1)?;
+            let seq = tx.insert_task(&new_task("t-1", "c-1"))?;
+            tx.insert_first_message(seq, &MessageRecord::user_text("m-0", "first"))
+        })
+        .unwrap();
+    faults.start_trace();
+    let n = MAX_BATCH;
+    let writes: Vec<Write> = (1..=n)
+        .map(|i| -> Write {
+            Box::new(move |tx| {
+                let task = tx.task_by_id("t-1")?.expect("the Task");
+                tx.append_history(&task, &MessageRecord::user_text(format!("m-{i}"), "next"))
+            })
+        })
+        .collect();
+    let answers = in_one_batch(&store, writes);
+    assert!(answers.iter().all(Result::is_ok), "{answers:?}");
+    assert_eq!(commits(&faults), 2, "the {n} were one batch");
+    let ids: Vec<String> = store
+        .read(|tx| {
+            let task = tx.task_by_id("t-1")?.expect("the Task");
+            tx.task_history(task.seq, None)
+        })
+        .unwrap()
+        .into_iter()
+        .map(|m| m.message_id)
+        .collect();
+    let expected: Vec<String> = (0..=n).map(|i| format!("m-{i}")).collect();
+    assert_eq!(ids, expected);
+}
+
+#[test]
+fn a_failed_commit_fails_every_write_of_its_batch_and_none_is_applied_or_run_again() {
+    let (db, root, faults) = (
+        TestDatabase::new(),
+        TempRoot::new("pg"),
+        Arc::new(Faults::new()),
+    );
+    let store = open_with_faults(&db, &root, &faults);
+    // The write that keeps the writer busy commits; the batch behind it does not.
+    faults.arm_after("commit", FaultAction::Fail, 1);
+    let runs = Arc::new(AtomicUsize::new(0));
+    let writes: Vec<Write> = ["c-1", "c-2", "c-3"]
+        .into_iter()
+        .map(|c| -> Write {
+            let runs = runs.clone();
+            let mut write = context_and_task(c);
+            Box::new(move |tx| {
+                runs.fetch_add(1, Ordering::SeqCst);
+                write(tx)
+            })
+        })
+        .collect();
+    let answers = in_one_batch(&store, writes);
+    for answer in &answers {
+        let err = answer.as_ref().unwrap_err();
+        assert!(
+            matches!(err, StoreError::Injected(step) if step == "commit"),
+            "{err:?}"
+        );
+    }
+    assert_eq!(runs.load(Ordering::SeqCst), 3, "each ran once");
+    assert_eq!(db.psql("SELECT count(*) FROM contexts"), "0");
+    assert_eq!(submitted_count(&db), "0");
+    store
+        .write(|tx| tx.insert_fresh_context("c-4", "alice", "a2a", 1))
+        .unwrap();
+    assert_eq!(contexts(&db), "c-4");
+}
+
+#[test]
+fn a_lost_race_in_a_batch_runs_its_writes_again_alone_and_fails_no_other() {
+    let (db, root) = (TestDatabase::new(), TempRoot::new("pg"));
+    let store = open(&db, &root);
+    // Another node's committed context: inserting it again is a unique violation, which
+    // a lost race looks like.
+    db.psql("INSERT INTO contexts VALUES ('taken', 'bob', 'a2a', NULL, 1, 1)");
+    let runs = Arc::new(AtomicUsize::new(0));
+    let counted = runs.clone();
+    let writes: Vec<Write> = vec![
+        context_and_task("c-1"),
+        Box::new(move |tx| {
+            counted.fetch_add(1, Ordering::SeqCst);
+            tx.insert_fresh_context("taken", "alice", "a2a", 1)
+        }),
+        context_and_task("c-3"),
+    ];
+    let answers = in_one_batch(&store, writes);
+    assert!(answers[0].is_ok() && answers[2].is_ok(), "{answers:?}");
+    let raced = answers[1].as_ref().unwrap_err().to_string();
+    assert!(raced.contains("SQLSTATE 23505"), "{raced}");
+    assert_eq!(
+        runs.load(Ordering::SeqCst),
+        ATTEMPTS as usize,
+        "once in the batch, then alone until its attempts ran out"
+    );
+    assert_eq!(contexts(&db), "c-1,c-3,taken");
+    assert_eq!(submitted_count(&db), "2");
 }

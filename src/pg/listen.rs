@@ -13,7 +13,8 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use postgres::fallible_iterator::FallibleIterator;
-use postgres::{Client, NoTls};
+use postgres::Client;
+use tokio_postgres_rustls::MakeRustlsConnect;
 
 use super::describe;
 
@@ -42,10 +43,12 @@ pub struct Listener {
 }
 
 impl Listener {
-    /// Starts listening on `channels` of the database `config` names, calling `heard`
-    /// on the listening thread for each event.
+    /// Starts listening on `channels` of the database `config` names (over TLS as the
+    /// store's other connections, `tls`), calling `heard` on the listening thread for
+    /// each event.
     pub fn start(
         config: postgres::Config,
+        tls: MakeRustlsConnect,
         target: String,
         channels: &[&str],
         mut heard: Box<dyn FnMut(Heard) + Send>,
@@ -59,7 +62,7 @@ impl Listener {
                 .spawn(move || {
                     let mut backoff = BACKOFF_START;
                     while !stop.load(Ordering::SeqCst) {
-                        match connect(&config, &listen) {
+                        match connect(&config, &tls, &listen) {
                             Ok(mut client) => {
                                 backoff = BACKOFF_START;
                                 heard(Heard::Connected);
@@ -108,8 +111,12 @@ impl Drop for Listener {
     }
 }
 
-fn connect(config: &postgres::Config, listen: &str) -> Result<Client, String> {
-    let mut client = config.connect(NoTls).map_err(|e| describe(&e))?;
+fn connect(
+    config: &postgres::Config,
+    tls: &MakeRustlsConnect,
+    listen: &str,
+) -> Result<Client, String> {
+    let mut client = config.connect(tls.clone()).map_err(|e| describe(&e))?;
     client.batch_execute(listen).map_err(|e| describe(&e))?;
     Ok(client)
 }

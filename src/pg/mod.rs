@@ -4,19 +4,23 @@
 //!
 //! - [`PgStore`] is a [`crate::store::Backend`]: the plane drives it through the same handle
 //!   and typed transactions as the SQLite store ([`crate::store::Store::with_backend`]).
-//!   N worker threads each run one write job at a time as one transaction and commit it
-//!   (`synchronous_commit` on: durable) before answering ([`backend`]); the typed
+//!   Its writer runs the queued write jobs in batches, one transaction per batch with a
+//!   savepoint per job, and commits (`synchronous_commit` on: durable) before answering
+//!   ([`backend`]); the typed
 //!   operations, with the same semantics as SQLite's, are in [`tx`].
 //! - **Versioned migrations** ([`schema`]): run at open, under an advisory lock, so nodes
 //!   starting together migrate once.
+//! - TLS to the database as the URL's `sslmode` and `sslrootcert` say, as libpq reads them
+//!   ([`tls`]; `prefer` when absent).
 //! - Errors name the database by host, port, name and user, never by its password.
 
 mod backend;
 pub mod listen;
 pub mod schema;
+pub mod tls;
 mod tx;
 
-pub use backend::{PgOptions, PgStore, ATTEMPTS};
+pub use backend::{PgOptions, PgStore, ATTEMPTS, MAX_BATCH};
 pub use schema::SCHEMA_VERSION;
 pub use tx::{BACKEND, WAKE_CHANNEL};
 

@@ -99,6 +99,10 @@ impl From<postgres::Error> for StoreError {
 /// once per connection, then every run of it is one round trip instead of two.
 pub type Statements = HashMap<String, Statement>;
 
+/// A transaction's changes to the kept Task counts: (principal, state) → Tasks more or
+/// fewer.
+pub type CountChanges = BTreeMap<(String, &'static str), i64>;
+
 /// One transaction as the boundary's typed operations.
 pub struct PgTx<'c> {
     tx: RefCell<Transaction<'c>>,
@@ -108,7 +112,7 @@ pub struct PgTx<'c> {
     /// The last statement PostgreSQL (or the connection) refused, if one was.
     refused: Cell<Option<Refusal>>,
     /// (principal, state) → Tasks more or fewer, written before commit.
-    counts: RefCell<BTreeMap<(String, &'static str), i64>>,
+    counts: RefCell<CountChanges>,
     /// Test-only failure injection at named steps ([`WriteTx::step`]).
     faults: Option<&'c Faults>,
 }
@@ -223,6 +227,22 @@ impl<'c> PgTx<'c> {
             .borrow_mut()
             .entry((principal.to_string(), state.as_str()))
             .or_insert(0) += by;
+    }
+
+    /// The count changes so far (kept before a job runs in a batch, put back if it is rolled
+    /// back to its savepoint: [`PgTx::restore_counts`]).
+    pub fn count_changes(&self) -> CountChanges {
+        self.counts.borrow().clone()
+    }
+
+    /// Puts back the count changes [`PgTx::count_changes`] kept.
+    pub fn restore_counts(&self, kept: CountChanges) {
+        *self.counts.borrow_mut() = kept;
+    }
+
+    /// Runs `sql` (savepoint statements, several in one round trip) in the transaction.
+    pub fn run_plain(&self, sql: &str) -> Result<(), postgres::Error> {
+        self.tx.borrow_mut().batch_execute(sql)
     }
 
     /// Writes the transaction's count changes, each non-zero sum once, in key order (two

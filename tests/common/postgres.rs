@@ -27,6 +27,8 @@ pub struct TestPostgres {
     port: u16,
     password: String,
     pid: u32,
+    /// Serves TLS with the certificate and key in its dir (`server.crt`, `server.key`).
+    tls: bool,
 }
 
 /// The cluster the tests of this binary share: started by the first that asks, kept
@@ -58,6 +60,16 @@ impl TestPostgres {
 
     /// Starts a cluster of its own (for tests that stop or break it).
     pub fn start() -> TestPostgres {
+        TestPostgres::start_with(None)
+    }
+
+    /// Starts a cluster of its own that serves TLS (`ssl = on`) with this certificate
+    /// chain and private key (PEM), besides plain connections.
+    pub fn start_with_tls(cert_pem: &str, key_pem: &str) -> TestPostgres {
+        TestPostgres::start_with(Some((cert_pem, key_pem)))
+    }
+
+    fn start_with(tls: Option<(&str, &str)>) -> TestPostgres {
         let bin = server_bin_dir();
         let as_postgres = running_as_root();
         let dir = temp_dir();
@@ -78,7 +90,25 @@ impl TestPostgres {
             port: 0,
             password,
             pid: 0,
+            tls: tls.is_some(),
         };
+        if let Some((cert_pem, key_pem)) = tls {
+            use std::os::unix::fs::PermissionsExt;
+            let (cert, key) = (
+                cluster.dir.join("server.crt"),
+                cluster.dir.join("server.key"),
+            );
+            std::fs::write(&cert, cert_pem).unwrap();
+            std::fs::write(&key, key_pem).unwrap();
+            // The server refuses a key others may read.
+            std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+            if as_postgres {
+                checked(
+                    Command::new("chown").arg("postgres:").arg(&cert).arg(&key),
+                    "chown the TLS files to postgres",
+                );
+            }
+        }
         // initdb's own fsyncs are skipped (a throwaway cluster); the server runs with
         // fsync and synchronous_commit on, as production does.
         let data = cluster.data_dir();
@@ -128,12 +158,19 @@ impl TestPostgres {
     }
 
     fn pg_ctl_start(&self) -> Result<u32, String> {
-        let options = format!(
+        let mut options = format!(
             "-c listen_addresses=127.0.0.1 -p {} -c unix_socket_directories={} \
              -c fsync=on -c synchronous_commit=on -c max_connections=200",
             self.port,
             self.dir.display()
         );
+        if self.tls {
+            options.push_str(&format!(
+                " -c ssl=on -c ssl_cert_file={} -c ssl_key_file={}",
+                self.dir.join("server.crt").display(),
+                self.dir.join("server.key").display()
+            ));
+        }
         let output = self
             .server_command("pg_ctl")
             .arg("start")
@@ -178,6 +215,11 @@ impl TestPostgres {
             "postgres://{USER}:{}@127.0.0.1:{}/{database}",
             self.password, self.port
         )
+    }
+
+    /// The superuser's password (for URLs of other forms than [`TestPostgres::url`]).
+    pub fn password(&self) -> &str {
+        &self.password
     }
 
     /// Runs `sql` with psql over the unix socket (as the superuser, trusted locally).
