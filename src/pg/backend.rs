@@ -88,6 +88,9 @@ pub struct PgOptions {
     pub connect_timeout: Duration,
     /// Test-only failure injection at the named steps of a write ([`WriteTx::step`]).
     pub faults: Option<Arc<Faults>>,
+    /// The node that writes ([`crate::ids::mint_node_id`]; the plane's own id): each
+    /// change of a Task records it, and so does its `a2a_task` notification.
+    pub node: Arc<str>,
 }
 
 impl Default for PgOptions {
@@ -97,6 +100,7 @@ impl Default for PgOptions {
             readers: 8,
             connect_timeout: Duration::from_secs(10),
             faults: None,
+            node: crate::ids::mint_node_id().into(),
         }
     }
 }
@@ -174,9 +178,10 @@ impl PgStore {
         let workers = (0..writers)
             .map(|n| {
                 let (pool, jobs, faults) = (pool.clone(), jobs.clone(), options.faults.clone());
+                let node = options.node.clone();
                 std::thread::Builder::new()
                     .name(format!("a2a-pg-writer-{n}"))
-                    .spawn(move || worker_loop(&pool, &jobs, faults.as_deref()))
+                    .spawn(move || worker_loop(&pool, &jobs, faults.as_deref(), &node))
                     .map_err(|e| database_error(format!("cannot start a writer thread: {e}")))
             })
             .collect::<Result<Vec<_>, _>>()?;
@@ -310,13 +315,13 @@ impl Drop for PgStore {
 }
 
 /// One writer: takes the next job and runs it, until the queue closes.
-fn worker_loop(pool: &Pool, jobs: &Mutex<Jobs>, faults: Option<&Faults>) {
+fn worker_loop(pool: &Pool, jobs: &Mutex<Jobs>, faults: Option<&Faults>, node: &str) {
     loop {
         let job = match jobs.lock().unwrap_or_else(|p| p.into_inner()).recv() {
             Ok(job) => job,
             Err(_) => return,
         };
-        run_job(pool, job, faults);
+        run_job(pool, job, faults, node);
     }
 }
 
@@ -327,7 +332,7 @@ enum Attempt {
     RolledBack(Option<StoreError>, bool),
 }
 
-fn run_job(pool: &Pool, mut job: Box<dyn Job>, faults: Option<&Faults>) {
+fn run_job(pool: &Pool, mut job: Box<dyn Job>, faults: Option<&Faults>, node: &str) {
     for attempt in 1..=ATTEMPTS {
         let mut conn = match pool.get() {
             Ok(conn) => conn,
@@ -340,7 +345,7 @@ fn run_job(pool: &Pool, mut job: Box<dyn Job>, faults: Option<&Faults>) {
         };
         let PgConnection { client, statements } = &mut *conn;
         let outcome = match client.transaction() {
-            Ok(tx) => attempt_job(&mut *job, PgTx::write(tx, statements, faults)),
+            Ok(tx) => attempt_job(&mut *job, PgTx::write(tx, statements, faults, node)),
             Err(e) => Attempt::RolledBack(Some(store_error(&e)), may_succeed_again(&e)),
         };
         match outcome {
@@ -386,7 +391,7 @@ fn attempt_job(job: &mut dyn Job, tx: PgTx<'_>) -> Attempt {
             again,
         );
     }
-    if let Err(e) = tx.write_counts() {
+    if let Err(e) = tx.write_counts().and_then(|()| tx.notify_task_changes()) {
         let again = tx.refused().is_some_and(|r| r.again);
         return Attempt::RolledBack(Some(e), again);
     }

@@ -40,7 +40,7 @@ use crate::store::tasks::{
 };
 use crate::store::{
     EvidenceRow, Faults, KeptSessionFile, LocalSessionFile, ReadTx, SessionFile, StoreError,
-    WriteTx,
+    TaskChange, TaskChanges, WriteTx,
 };
 
 /// Names this backend in [`StoreError::Database`].
@@ -111,19 +111,27 @@ pub struct PgTx<'c> {
     counts: RefCell<BTreeMap<(String, &'static str), i64>>,
     /// Test-only failure injection at named steps ([`WriteTx::step`]).
     faults: Option<&'c Faults>,
+    /// The node that writes (a write job's changes carry it, and so does its notification).
+    node: &'c str,
+    /// Task seq → (task id, the version this transaction gives it, its changes so far):
+    /// each changed Task moves on by one version per transaction, announced before commit
+    /// ([`PgTx::notify_task_changes`]).
+    versions: RefCell<BTreeMap<i64, (String, i64, i32)>>,
 }
 
 impl<'c> PgTx<'c> {
     pub fn read(tx: Transaction<'c>, statements: &'c mut Statements) -> PgTx<'c> {
-        PgTx::new(tx, statements, false, None)
+        PgTx::new(tx, statements, false, None, "")
     }
 
+    /// A write job's transaction on behalf of `node`.
     pub fn write(
         tx: Transaction<'c>,
         statements: &'c mut Statements,
         faults: Option<&'c Faults>,
+        node: &'c str,
     ) -> PgTx<'c> {
-        PgTx::new(tx, statements, true, faults)
+        PgTx::new(tx, statements, true, faults, node)
     }
 
     fn new(
@@ -131,9 +139,12 @@ impl<'c> PgTx<'c> {
         statements: &'c mut Statements,
         write: bool,
         faults: Option<&'c Faults>,
+        node: &'c str,
     ) -> PgTx<'c> {
         PgTx {
             faults,
+            node,
+            versions: RefCell::new(BTreeMap::new()),
             tx: RefCell::new(tx),
             statements: RefCell::new(statements),
             write,
@@ -242,6 +253,39 @@ impl<'c> PgTx<'c> {
         Ok(())
     }
 
+    /// The version and step of the next change of `task` in this transaction: the first
+    /// change moves the Task's version on by one (its row is locked: a write job read it
+    /// `FOR UPDATE`), later ones take the next step of that version.
+    fn next_change(&self, task: &TaskRow) -> Result<(i64, i32), StoreError> {
+        if let Some((_, version, steps)) = self.versions.borrow_mut().get_mut(&task.seq) {
+            *steps += 1;
+            return Ok((*version, *steps - 1));
+        }
+        let version: i64 = get(
+            &self.query_one(
+                "UPDATE tasks SET version = version + 1 WHERE seq = $1 RETURNING version",
+                &[&task.seq],
+            )?,
+            0,
+        )?;
+        self.versions
+            .borrow_mut()
+            .insert(task.seq, (task.record.task_id.clone(), version, 1));
+        Ok((version, 0))
+    }
+
+    /// `NOTIFY a2a_task, '<taskId> <version> <writer node>'` for each Task this
+    /// transaction changed (delivered to the listening nodes when it commits, in commit
+    /// order): the other nodes publish the changes to their own subscribers.
+    pub fn notify_task_changes(&self) -> Result<(), StoreError> {
+        let changed = std::mem::take(&mut *self.versions.borrow_mut());
+        for (task_id, version, _) in changed.into_values() {
+            let payload = format!("{task_id} {version} {}", self.node);
+            self.query_one("SELECT pg_notify($1, $2)", &[&TASK_CHANNEL, &payload])?;
+        }
+        Ok(())
+    }
+
     fn tasks_where(
         &self,
         condition: &str,
@@ -325,6 +369,10 @@ impl<'c> PgTx<'c> {
 /// The channel on which a transaction that leaves a wake to take (an acceptance, a
 /// released lease) tells the other nodes.
 pub const WAKE_CHANNEL: &str = "a2a_wake";
+
+/// The channel on which a transaction that changes a Task's status or artifacts tells the
+/// other nodes: `<taskId> <version> <writer node id>` ([`PgTx::notify_task_changes`]).
+pub const TASK_CHANNEL: &str = "a2a_task";
 
 /// The first key of the advisory lock under which one Task's deliveries take turns (the
 /// second is the hash of its id): `a2a_` in ASCII.
@@ -419,6 +467,53 @@ impl ReadTx for PgTx<'_> {
                 body: row.get(1),
             })
             .collect())
+    }
+
+    fn task_changes(
+        &self,
+        task_id: &str,
+        after: i64,
+        upto: Option<i64>,
+        not_by: &str,
+    ) -> Result<Option<TaskChanges>, StoreError> {
+        let Some(found) = self.query_opt(
+            &format!("SELECT {TASK_COLUMNS}, version FROM tasks WHERE task_id = $1"),
+            &[&task_id],
+        )?
+        else {
+            return Ok(None);
+        };
+        let row = task_from_row(&found)?;
+        let newest: i64 = get(&found, 14)?;
+        let version = upto.unwrap_or(newest);
+        let changes = self
+            .query(
+                "SELECT version, step, state, message, at_ms, NULL AS body FROM task_statuses \
+                 WHERE task_seq = $1 AND version > $2 AND version <= $3 AND writer <> $4 \
+                 UNION ALL \
+                 SELECT version, step, NULL, NULL, NULL, body FROM artifacts \
+                 WHERE task_seq = $1 AND version > $2 AND version <= $3 AND writer <> $4 \
+                 ORDER BY 1, 2",
+                &[&row.seq, &after, &version, &not_by],
+            )?
+            .iter()
+            .map(|change| match get::<Option<&str>>(change, 5)? {
+                Some(body) => Ok(TaskChange::Artifact(serde_json::from_str(body)?)),
+                None => Ok(TaskChange::Status {
+                    state: parse_task_state(task_id, get(change, 2)?)?,
+                    message: get::<Option<&str>>(change, 3)?
+                        .map(serde_json::from_str)
+                        .transpose()?,
+                    at_ms: get(change, 4)?,
+                }),
+            })
+            .collect::<Result<_, StoreError>>()?;
+        Ok(Some(TaskChanges {
+            row,
+            version,
+            newest,
+            changes,
+        }))
     }
 
     fn task_by_id(&self, task_id: &str) -> Result<Option<TaskRow>, StoreError> {
@@ -995,10 +1090,11 @@ impl WriteTx for PgTx<'_> {
 
     fn append_artifact(&self, task: &TaskRow, artifact: &ArtifactRecord) -> Result<(), StoreError> {
         let body = serde_json::to_string(artifact)?;
+        let (version, step) = self.next_change(task)?;
         self.execute(
-            "INSERT INTO artifacts (task_seq, n, artifact_id, body) \
-             VALUES ($1, (SELECT COALESCE(MAX(n) + 1, 0) FROM artifacts WHERE task_seq = $1), $2, $3)",
-            &[&task.seq, &artifact.artifact_id, &body],
+            "INSERT INTO artifacts (task_seq, n, artifact_id, body, version, step, writer) \
+             VALUES ($1, (SELECT COALESCE(MAX(n) + 1, 0) FROM artifacts WHERE task_seq = $1), $2, $3, $4, $5, $6)",
+            &[&task.seq, &artifact.artifact_id, &body, &version, &step, &self.node],
         )?;
         Ok(())
     }
@@ -1030,6 +1126,20 @@ impl WriteTx for PgTx<'_> {
                 &open,
                 &bump,
                 &schema,
+            ],
+        )?;
+        let (version, step) = self.next_change(task)?;
+        self.execute(
+            "INSERT INTO task_statuses (task_seq, version, step, writer, state, message, at_ms) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7)",
+            &[
+                &task.seq,
+                &version,
+                &step,
+                &self.node,
+                &state.as_str(),
+                &message_json,
+                &now_ms,
             ],
         )?;
         if task.record.state != state {

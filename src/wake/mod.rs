@@ -116,9 +116,6 @@ struct Inner {
     changed: Condvar,
     /// ...and async ones ([`WakeQueue::next_wake_async`]) on this; `notify` signals both.
     woke: tokio::sync::Notify,
-    /// On a store other nodes share: the LISTEN connection that tells this queue of wakes
-    /// accepted or released elsewhere (stopped by `close`).
-    listener: Mutex<Option<crate::pg::listen::Listener>>,
 }
 
 /// The wake queue of one open plane. Cheap to clone; `close()` stops it for every clone.
@@ -158,7 +155,6 @@ impl WakeQueue {
                 state: Mutex::new(State::default()),
                 changed: Condvar::new(),
                 woke: tokio::sync::Notify::new(),
-                listener: Mutex::new(None),
             }),
         };
         let view: std::sync::Weak<Inner> = Arc::downgrade(&queue.inner);
@@ -179,19 +175,16 @@ impl WakeQueue {
             .map_err(|e| {
                 PlaneError::FailedPrecondition(format!("cannot start the wake thread: {e}"))
             })?;
-        if let Some(pg) = crate::pg::of(plane.store()) {
+        if plane.shares_store() {
             queue.start_lease_renewal()?;
-            let listener = pg.listen(&[crate::pg::WAKE_CHANNEL], queue.fleet_listener())?;
-            *queue
-                .inner
-                .listener
-                .lock()
-                .unwrap_or_else(|p| p.into_inner()) = Some(listener);
+            // The plane's LISTEN connection (it serves the node's subscribers too) tells
+            // this queue of wakes accepted or released elsewhere, until `close`.
+            plane.hear_wakes(Some(queue.fleet_listener()));
         }
         Ok(queue)
     }
 
-    /// What this queue does with what its LISTEN connection hears: on (re)connecting and on
+    /// What this queue does with what the plane's LISTEN connection hears: on (re)connecting and on
     /// each `a2a_wake`, it reads the wakes this node may take and admits the new ones; a
     /// timer set to the earliest expiry of another node's lease does the same (that wake
     /// may be left by a node that died). Nothing else reads while the resident idles.
@@ -297,15 +290,7 @@ impl WakeQueue {
     /// Stops the queue: `next_wake` returns `None`, authority ends. Idempotent.
     pub fn close(&self) {
         self.inner.plane.events().unwatch(self.inner.watch);
-        let listener = self
-            .inner
-            .listener
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take();
-        if let Some(listener) = listener {
-            listener.close();
-        }
+        self.inner.plane.hear_wakes(None);
         let mut state = self.lock();
         state.closed = true;
         self.inner.plane.set_queue_hold(None);
