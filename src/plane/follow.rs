@@ -33,6 +33,8 @@ pub(crate) type WakeEars = Box<dyn FnMut(Heard) + Send>;
 
 /// How long after a failed read the follower reads every listened-to Task again.
 const RETRY_AFTER: Duration = Duration::from_secs(1);
+/// How long opening a plane waits for its LISTEN connection.
+const FIRST_CONNECTION: Duration = Duration::from_secs(10);
 /// How often the follower forgets the versions of Tasks nobody listens to any more.
 const PRUNE_EVERY: Duration = Duration::from_secs(10);
 
@@ -93,6 +95,8 @@ impl TaskPlane {
             pruned_at: Instant::now(),
         };
         let listening: Weak<Listening> = Arc::downgrade(&self.listening);
+        let (connected, first_connection) = std::sync::mpsc::channel();
+        let mut connected = Some(connected);
         let listener = pg.listen(
             &[crate::pg::WAKE_CHANNEL, crate::pg::TASK_CHANNEL],
             Box::new(move |heard| {
@@ -104,7 +108,12 @@ impl TaskPlane {
                         return;
                     }
                     Heard::Notification { .. } => {}
-                    Heard::Connected => follower.catch_up(),
+                    Heard::Connected => {
+                        follower.catch_up();
+                        if let Some(connected) = connected.take() {
+                            let _ = connected.send(());
+                        }
+                    }
                     Heard::Tick => follower.tick(),
                 }
                 if let Some(listening) = listening.upgrade() {
@@ -117,6 +126,11 @@ impl TaskPlane {
             .listener
             .lock()
             .unwrap_or_else(|p| p.into_inner()) = Some(listener);
+        // An open plane listens: a change another node commits from now on reaches this
+        // node's subscribers (one committed before the connection is made would not, and
+        // its Task's listeners may already have read the Task without it). Bounded: a
+        // connection that cannot be made yet is retried by the listener, and logged.
+        let _ = first_connection.recv_timeout(FIRST_CONNECTION);
         Ok(())
     }
 
