@@ -322,3 +322,29 @@ fn a_change_made_while_the_listen_connection_was_down_is_delivered_after_it_reco
     a.close();
     b.close();
 }
+
+#[test]
+fn closing_a_plane_ends_its_listen_connection_even_with_its_wake_queue_left_open() {
+    let db = TestDatabase::new();
+    let root = TempRoot::new("fleet-a");
+    let a = node(&db, &root);
+    let queue = a2a_task_plane::wake::WakeQueue::start(a.clone()).unwrap();
+    let listening = || {
+        db.psql(
+            "SELECT count(*) FROM pg_stat_activity \
+             WHERE datname = current_database() AND query LIKE 'LISTEN%'",
+        )
+    };
+    assert_eq!(
+        listening(),
+        "1",
+        "one LISTEN connection for the plane and its queue"
+    );
+    a.close();
+    let until = std::time::Instant::now() + LONG;
+    while listening() != "0" && std::time::Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(listening(), "0", "closed with the plane");
+    drop(queue);
+}

@@ -44,9 +44,13 @@ const PRUNE_EVERY: Duration = Duration::from_secs(10);
 pub(crate) struct Listening {
     listener: Mutex<Option<Listener>>,
     wakes: Mutex<Option<WakeSlot>>,
+    /// The id the next wake queue's ears are given.
+    next_ears: std::sync::atomic::AtomicU64,
 }
 
 struct WakeSlot {
+    /// Which queue's ears these are (a queue closing takes back only its own).
+    id: u64,
     ears: WakeEars,
     /// Whether these ears were told of a connection yet (a queue that starts after the
     /// connection was made is told at the next thing heard, so it reads what it may take).
@@ -135,18 +139,36 @@ impl TaskPlane {
     }
 
     /// Gives the wake queue what this node's LISTEN connection hears (`a2a_wake`,
-    /// connections, ticks), or takes it back (`None`, the queue closing). Returns whether
-    /// there is such a connection (a store other nodes share).
-    pub(crate) fn hear_wakes(&self, ears: Option<WakeEars>) -> bool {
+    /// connections, ticks) instead of any queue before it; returns the id that takes it
+    /// back ([`TaskPlane::stop_hearing_wakes`]).
+    pub(crate) fn hear_wakes(&self, ears: WakeEars) -> u64 {
+        let id = self
+            .listening
+            .next_ears
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         *self
             .listening
             .wakes
             .lock()
-            .unwrap_or_else(|p| p.into_inner()) = ears.map(|ears| WakeSlot {
+            .unwrap_or_else(|p| p.into_inner()) = Some(WakeSlot {
+            id,
             ears,
             connected: false,
         });
-        self.shares_store()
+        id
+    }
+
+    /// Takes back the ears [`TaskPlane::hear_wakes`] gave as `id` (the queue closing),
+    /// unless a later queue's replaced them.
+    pub(crate) fn stop_hearing_wakes(&self, id: u64) {
+        let mut wakes = self
+            .listening
+            .wakes
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if wakes.as_ref().is_some_and(|slot| slot.id == id) {
+            wakes.take();
+        }
     }
 }
 

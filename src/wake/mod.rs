@@ -116,6 +116,9 @@ struct Inner {
     changed: Condvar,
     /// ...and async ones ([`WakeQueue::next_wake_async`]) on this; `notify` signals both.
     woke: tokio::sync::Notify,
+    /// On a store other nodes share: the id of this queue's ears on the plane's LISTEN
+    /// connection (taken back by `close`).
+    ears: Mutex<Option<u64>>,
 }
 
 /// The wake queue of one open plane. Cheap to clone; `close()` stops it for every clone.
@@ -155,6 +158,7 @@ impl WakeQueue {
                 state: Mutex::new(State::default()),
                 changed: Condvar::new(),
                 woke: tokio::sync::Notify::new(),
+                ears: Mutex::new(None),
             }),
         };
         let view: std::sync::Weak<Inner> = Arc::downgrade(&queue.inner);
@@ -179,7 +183,8 @@ impl WakeQueue {
             queue.start_lease_renewal()?;
             // The plane's LISTEN connection (it serves the node's subscribers too) tells
             // this queue of wakes accepted or released elsewhere, until `close`.
-            plane.hear_wakes(Some(queue.fleet_listener()));
+            let ears = plane.hear_wakes(queue.fleet_listener());
+            *queue.inner.ears.lock().unwrap_or_else(|p| p.into_inner()) = Some(ears);
         }
         Ok(queue)
     }
@@ -290,7 +295,15 @@ impl WakeQueue {
     /// Stops the queue: `next_wake` returns `None`, authority ends. Idempotent.
     pub fn close(&self) {
         self.inner.plane.events().unwatch(self.inner.watch);
-        self.inner.plane.hear_wakes(None);
+        let ears = self
+            .inner
+            .ears
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        if let Some(ears) = ears {
+            self.inner.plane.stop_hearing_wakes(ears);
+        }
         let mut state = self.lock();
         state.closed = true;
         self.inner.plane.set_queue_hold(None);
