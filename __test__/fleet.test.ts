@@ -233,11 +233,10 @@ test("kill -9 of a node under load loses nothing it acknowledged", async (t) => 
   }
 });
 
-// Waits for the "wakes across nodes" work (branch fleet-wakes: LISTEN/NOTIFY): today a
-// node's subscribers hear only its own writes (run it with A2A_FLEET_UPDATES=1 to see).
+// Node A's write reaches node B's subscriber by NOTIFY a2a_task (docs/fleet.md,
+// "Updates across nodes").
 test(
   "a subscriber on one node sees another node's writes",
-  { skip: process.env.A2A_FLEET_UPDATES === "1" ? false : "waits for updates across nodes (LISTEN/NOTIFY, branch fleet-wakes)" },
   async () => {
     const db = pg.createDatabase();
     const [a, b] = await Promise.all([startNode(db), startNode(db)]);

@@ -241,6 +241,18 @@ impl EventBus {
             .is_some_and(|c| c.settled_waiters > 0)
     }
 
+    /// Whether anyone here listens to Task `task_id`'s updates (a subscriber or a waiter).
+    pub fn is_watched(&self, task_id: &str) -> bool {
+        let channels = self.channels.lock().unwrap_or_else(|p| p.into_inner());
+        channels.tasks.contains_key(task_id)
+    }
+
+    /// The Tasks someone here listens to.
+    pub fn watched_tasks(&self) -> Vec<String> {
+        let channels = self.channels.lock().unwrap_or_else(|p| p.into_inner());
+        channels.tasks.keys().cloned().collect()
+    }
+
     pub(crate) fn publish(&self, event: TaskEvent) {
         let mut channels = self.channels.lock().unwrap_or_else(|p| p.into_inner());
         if let TaskEvent::Status {

@@ -81,6 +81,7 @@ pub struct Metrics {
     settled: Family<State, Counter>,
     turns: Family<Outcome, Counter>,
     wake_overflows: Counter,
+    fleet_update_reads: Counter,
     requests: Family<Request, Counter>,
     latency: Latency,
     queue_depth: Gauge,
@@ -125,6 +126,12 @@ impl Metrics {
             "Activations given up because the wake queue was full",
             wake_overflows.clone(),
         );
+        let fleet_update_reads = Counter::default();
+        registry.register(
+            "fleet_update_reads",
+            "Reads of Task changes other nodes wrote, for the subscribers and waiters on this node (a fleet on PostgreSQL)",
+            fleet_update_reads.clone(),
+        );
         let requests = Family::<Request, Counter>::default();
         registry.register(
             "requests",
@@ -163,6 +170,7 @@ impl Metrics {
             settled,
             turns,
             wake_overflows,
+            fleet_update_reads,
             requests,
             latency,
             queue_depth,
@@ -191,6 +199,16 @@ impl Metrics {
 
     pub fn wake_overflow(&self) {
         self.wake_overflows.inc();
+    }
+
+    /// One read of the changes another node made to a Task listened to here.
+    pub fn fleet_update_read(&self) {
+        self.fleet_update_reads.inc();
+    }
+
+    /// How many such reads this node made.
+    pub fn fleet_update_reads(&self) -> u64 {
+        self.fleet_update_reads.get()
     }
 
     /// One answered request of any binding (`http_json`, `jsonrpc`, `grpc`...): its route,

@@ -25,7 +25,8 @@ fn url(db: &TestDatabase) -> PostgresUrl {
 }
 
 const TABLES: &str = "artifacts,checkpoints,claim_states,claims,contexts,deliveries,evidence,\
-history,removed_tasks,reply_anchors,schema_migrations,secrets,task_counts,task_sessions,tasks";
+history,removed_tasks,reply_anchors,schema_migrations,secrets,task_counts,task_sessions,task_statuses,\
+tasks";
 
 fn tables(db: &TestDatabase) -> String {
     db.psql(
@@ -92,6 +93,46 @@ fn a_deleted_task_leaves_its_count_and_a_removal_note_by_trigger() {
     );
     assert_eq!(db.psql("SELECT n FROM task_counts"), "0");
     assert_eq!(db.psql("SELECT task_id FROM removed_tasks"), "t1");
+}
+
+#[test]
+fn a_version_2_database_gains_versioned_task_changes_and_keeps_its_tasks() {
+    let db = TestDatabase::new();
+    open(&db).unwrap().close();
+    // Back to version 2's shape, with a Task and an artifact written by a version 2 build.
+    db.psql(
+        "DROP TABLE task_statuses; DROP INDEX artifacts_by_version; \
+         ALTER TABLE tasks DROP COLUMN version; \
+         ALTER TABLE artifacts DROP COLUMN version, DROP COLUMN step, DROP COLUMN writer; \
+         DELETE FROM schema_migrations WHERE version = 3; \
+         INSERT INTO tasks (task_id, principal, context_id, source, continuation, state, status_ms, created_ms) \
+         VALUES ('t1', 'alice', 'c1', 'a2a', 'open', 'TASK_STATE_WORKING', 1, 1); \
+         INSERT INTO artifacts (task_seq, n, artifact_id, body) \
+         SELECT seq, 0, 'a1', '{}' FROM tasks WHERE task_id = 't1'",
+    );
+    let store = open(&db).unwrap();
+    assert_eq!(
+        db.psql("SELECT string_agg(version::text, ',' ORDER BY version) FROM schema_migrations"),
+        "1,2,3"
+    );
+    assert_eq!(tables(&db), TABLES);
+    // The Task and its artifact are kept, at version 0: older than any change a node follows.
+    assert_eq!(
+        db.psql("SELECT task_id || ' ' || version FROM tasks"),
+        "t1 0"
+    );
+    assert_eq!(
+        db.psql("SELECT artifact_id || ' ' || version || ' ' || step || ' [' || writer || ']' FROM artifacts"),
+        "a1 0 0 []"
+    );
+    // A Task's status changes go with it.
+    db.psql(
+        "INSERT INTO task_statuses (task_seq, version, step, writer, state, at_ms) \
+         SELECT seq, 1, 0, 'node-a', 'TASK_STATE_COMPLETED', 2 FROM tasks; \
+         DELETE FROM tasks",
+    );
+    assert_eq!(db.psql("SELECT count(*) FROM task_statuses"), "0");
+    store.close();
 }
 
 #[test]

@@ -101,6 +101,9 @@ pub struct PgOptions {
     pub connect_timeout: Duration,
     /// Test-only failure injection at the named steps of a write ([`WriteTx::step`]).
     pub faults: Option<Arc<Faults>>,
+    /// The node that writes ([`crate::ids::mint_node_id`]; the plane's own id): each
+    /// change of a Task records it, and so does its `a2a_task` notification.
+    pub node: Arc<str>,
 }
 
 impl Default for PgOptions {
@@ -110,6 +113,7 @@ impl Default for PgOptions {
             readers: 8,
             connect_timeout: Duration::from_secs(10),
             faults: None,
+            node: crate::ids::mint_node_id().into(),
         }
     }
 }
@@ -196,9 +200,10 @@ impl PgStore {
         let workers = (0..writers)
             .map(|n| {
                 let (pool, jobs, faults) = (pool.clone(), jobs.clone(), options.faults.clone());
+                let node = options.node.clone();
                 std::thread::Builder::new()
                     .name(format!("a2a-pg-writer-{n}"))
-                    .spawn(move || worker_loop(&pool, &jobs, faults.as_deref(), most))
+                    .spawn(move || worker_loop(&pool, &jobs, faults.as_deref(), most, &node))
                     .map_err(|e| database_error(format!("cannot start a writer thread: {e}")))
             })
             .collect::<Result<Vec<_>, _>>()?;
@@ -347,7 +352,7 @@ pub const MAX_BATCH: usize = 64;
 
 /// One writer: takes every job queued (up to `most`) and runs them in one transaction
 /// ([`run_batch`]; a lone job, [`run_job`]), until the queue closes.
-fn worker_loop(pool: &Pool, jobs: &Mutex<Jobs>, faults: Option<&Faults>, most: usize) {
+fn worker_loop(pool: &Pool, jobs: &Mutex<Jobs>, faults: Option<&Faults>, most: usize, node: &str) {
     let mut batch: Vec<Box<dyn Job>> = Vec::with_capacity(most);
     loop {
         {
@@ -365,10 +370,10 @@ fn worker_loop(pool: &Pool, jobs: &Mutex<Jobs>, faults: Option<&Faults>, most: u
         }
         if batch.len() == 1 {
             if let Some(job) = batch.pop() {
-                run_job(pool, job, faults, 0);
+                run_job(pool, job, faults, 0, node);
             }
         } else {
-            run_batch(pool, &mut batch, faults);
+            run_batch(pool, &mut batch, faults, node);
         }
     }
 }
@@ -382,7 +387,13 @@ enum Attempt {
 
 /// Runs `job` in transactions of its own until one commits or it has run [`ATTEMPTS`]
 /// times (`used` of them already spent, in a batch), then answers it.
-fn run_job(pool: &Pool, mut job: Box<dyn Job>, faults: Option<&Faults>, used: u32) {
+fn run_job(
+    pool: &Pool,
+    mut job: Box<dyn Job>,
+    faults: Option<&Faults>,
+    used: u32,
+    node: &str,
+) {
     let first = used.min(ATTEMPTS - 1) + 1;
     for attempt in first..=ATTEMPTS {
         let mut conn = match pool.get() {
@@ -396,7 +407,7 @@ fn run_job(pool: &Pool, mut job: Box<dyn Job>, faults: Option<&Faults>, used: u3
         };
         let PgConnection { client, statements } = &mut *conn;
         let outcome = match client.transaction() {
-            Ok(tx) => attempt_job(&mut *job, PgTx::write(tx, statements, faults)),
+            Ok(tx) => attempt_job(&mut *job, PgTx::write(tx, statements, faults, node)),
             Err(e) => Attempt::RolledBack(Some(store_error(&e)), may_succeed_again(&e)),
         };
         match outcome {
@@ -484,7 +495,7 @@ fn run_one(job: &mut dyn Job, tx: &PgTx<'_>) -> Result<(), Failed> {
 
 /// Writes `tx`'s Task count changes and commits it.
 fn commit(tx: PgTx<'_>) -> Result<(), Failed> {
-    if let Err(e) = tx.write_counts() {
+    if let Err(e) = tx.write_counts().and_then(|()| tx.notify_task_changes()) {
         let again = tx.refused().is_some_and(|r| r.again);
         return Err(Failed::store(e, again));
     }
@@ -516,7 +527,7 @@ enum BatchEnd {
 /// commit. When the transaction itself loses a race or its connection
 /// ([`may_succeed_again`]) each job runs again, in order, in a transaction of its own
 /// ([`run_job`]), so one job's repeated race fails no other.
-fn run_batch(pool: &Pool, batch: &mut Vec<Box<dyn Job>>, faults: Option<&Faults>) {
+fn run_batch(pool: &Pool, batch: &mut Vec<Box<dyn Job>>, faults: Option<&Faults>, node: &str) {
     let mut outcomes: Vec<Option<Failed>> = Vec::with_capacity(batch.len());
     let end = match pool.get() {
         Err(e) => BatchEnd::Failed(database_error(format!(
@@ -525,7 +536,7 @@ fn run_batch(pool: &Pool, batch: &mut Vec<Box<dyn Job>>, faults: Option<&Faults>
         Ok(mut conn) => {
             let PgConnection { client, statements } = &mut *conn;
             match client.transaction() {
-                Ok(tx) => attempt_batch(PgTx::write(tx, statements, faults), batch, &mut outcomes),
+                Ok(tx) => attempt_batch(PgTx::write(tx, statements, faults, node), batch, &mut outcomes),
                 Err(e) if may_succeed_again(&e) => BatchEnd::RunAlone(None),
                 Err(e) => BatchEnd::Failed(store_error(&e)),
             }
@@ -550,7 +561,7 @@ fn run_batch(pool: &Pool, batch: &mut Vec<Box<dyn Job>>, faults: Option<&Faults>
                         panicked: true,
                         ..
                     }) => answer_batch(|| job.complete(error)),
-                    _ => run_job(pool, job, faults, u32::from(raced == Some(at))),
+                    _ => run_job(pool, job, faults, u32::from(raced == Some(at)), node),
                 }
             }
         }
@@ -576,7 +587,7 @@ fn attempt_batch(
                 return broken(e);
             }
         }
-        let kept = tx.count_changes();
+        let kept = tx.pending();
         match run_one(&mut **job, &tx) {
             Ok(()) => {
                 outcomes.push(None);
@@ -590,7 +601,7 @@ fn attempt_batch(
                     outcomes.push(Some(failed));
                     return broken(e);
                 }
-                tx.restore_counts(kept);
+                tx.restore_pending(kept);
                 outcomes.push(Some(failed));
                 mark = "";
             }

@@ -22,19 +22,23 @@ mod tx;
 
 pub use backend::{PgOptions, PgStore, ATTEMPTS, MAX_BATCH};
 pub use schema::SCHEMA_VERSION;
-pub use tx::{BACKEND, WAKE_CHANNEL};
+pub use tx::{BACKEND, TASK_CHANNEL, WAKE_CHANNEL};
 
 use crate::store::{Store, StoreError, StoreOptions};
 
 /// The store handle on the PostgreSQL database `url` names, for this node's local store
 /// `root` (created and locked first, see [`Store::open_with_backend`]).
+/// `node` is the id of the node that writes through it (its changes and notifications
+/// carry it).
 pub fn open_store(
     root: &std::path::Path,
     url: &crate::config::PostgresUrl,
     options: StoreOptions,
+    node: &str,
 ) -> Result<Store, StoreError> {
     let pg_options = PgOptions {
         faults: options.faults.clone(),
+        node: node.into(),
         ..PgOptions::default()
     };
     Store::open_with_backend(root, options, || {

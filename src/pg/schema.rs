@@ -16,7 +16,7 @@ use postgres::{Client, Transaction};
 use crate::store::StoreError;
 
 /// The schema version this build writes.
-pub const SCHEMA_VERSION: i32 = 2;
+pub const SCHEMA_VERSION: i32 = 3;
 
 /// The advisory lock key every migrator of this schema takes (`a2a_sch` in ASCII).
 const MIGRATION_LOCK: i64 = 0x0061_3261_5f73_6368;
@@ -236,8 +236,39 @@ fn v2(tx: &mut Transaction<'_>) -> Result<(), StoreError> {
     Ok(())
 }
 
+/// Version 3: each Task's changes, versioned, so a node can publish what another node wrote
+/// (docs/fleet.md, "Updates across nodes"). `tasks.version` moves on by one in every
+/// transaction that changes the Task's status or artifacts; each change carries that
+/// version, its place in the transaction (`step`) and the node that wrote it (`writer`).
+/// Status changes are kept in `task_statuses` (the Task's row keeps only the newest);
+/// artifacts, which are only ever appended, carry the three columns themselves (rows
+/// written before version 3 have version 0: older than any a node follows).
+const V3: &str = r#"
+ALTER TABLE tasks ADD COLUMN version BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE artifacts
+  ADD COLUMN version BIGINT NOT NULL DEFAULT 0,
+  ADD COLUMN step    INTEGER NOT NULL DEFAULT 0,
+  ADD COLUMN writer  TEXT NOT NULL DEFAULT '';
+CREATE TABLE task_statuses (
+  task_seq BIGINT NOT NULL REFERENCES tasks(seq) ON DELETE CASCADE,
+  version  BIGINT NOT NULL,
+  step     INTEGER NOT NULL,
+  writer   TEXT NOT NULL,
+  state    TEXT NOT NULL,
+  message  TEXT,
+  at_ms    BIGINT NOT NULL,
+  PRIMARY KEY (task_seq, version, step)
+);
+CREATE INDEX artifacts_by_version ON artifacts(task_seq, version);
+"#;
+
+fn v3(tx: &mut Transaction<'_>) -> Result<(), StoreError> {
+    tx.batch_execute(V3)?;
+    Ok(())
+}
+
 /// Every migration, in version order; the last one's version is [`SCHEMA_VERSION`].
-const MIGRATIONS: [(i32, Migration); 2] = [(1, v1), (2, v2)];
+const MIGRATIONS: [(i32, Migration); 3] = [(1, v1), (2, v2), (3, v3)];
 
 /// The version recorded in `schema_migrations` (0 when none), inside `tx`, refused when a
 /// newer build wrote it.

@@ -40,7 +40,7 @@ use crate::store::tasks::{
 };
 use crate::store::{
     EvidenceRow, Faults, KeptSessionFile, LocalSessionFile, ReadTx, SessionFile, StoreError,
-    WriteTx,
+    TaskChange, TaskChanges, WriteTx,
 };
 
 /// Names this backend in [`StoreError::Database`].
@@ -103,6 +103,19 @@ pub type Statements = HashMap<String, Statement>;
 /// fewer.
 pub type CountChanges = BTreeMap<(String, &'static str), i64>;
 
+/// Task seq → (task id, the version a transaction gives it, its changes so far).
+pub type VersionChanges = BTreeMap<i64, (String, i64, i32)>;
+
+/// What a transaction keeps in memory for its commit (count changes, the Tasks it moved
+/// on a version): kept before a job of a batch runs, put back when that job is rolled
+/// back to its savepoint ([`PgTx::pending`], [`PgTx::restore_pending`]), so its changes
+/// leave no trace in the counts written or the notifications sent.
+#[derive(Clone)]
+pub struct Pending {
+    counts: CountChanges,
+    versions: VersionChanges,
+}
+
 /// One transaction as the boundary's typed operations.
 pub struct PgTx<'c> {
     tx: RefCell<Transaction<'c>>,
@@ -115,19 +128,27 @@ pub struct PgTx<'c> {
     counts: RefCell<CountChanges>,
     /// Test-only failure injection at named steps ([`WriteTx::step`]).
     faults: Option<&'c Faults>,
+    /// The node that writes (a write job's changes carry it, and so does its notification).
+    node: &'c str,
+    /// Task seq → (task id, the version this transaction gives it, its changes so far):
+    /// each changed Task moves on by one version per transaction, announced before commit
+    /// ([`PgTx::notify_task_changes`]).
+    versions: RefCell<VersionChanges>,
 }
 
 impl<'c> PgTx<'c> {
     pub fn read(tx: Transaction<'c>, statements: &'c mut Statements) -> PgTx<'c> {
-        PgTx::new(tx, statements, false, None)
+        PgTx::new(tx, statements, false, None, "")
     }
 
+    /// A write job's transaction on behalf of `node`.
     pub fn write(
         tx: Transaction<'c>,
         statements: &'c mut Statements,
         faults: Option<&'c Faults>,
+        node: &'c str,
     ) -> PgTx<'c> {
-        PgTx::new(tx, statements, true, faults)
+        PgTx::new(tx, statements, true, faults, node)
     }
 
     fn new(
@@ -135,9 +156,12 @@ impl<'c> PgTx<'c> {
         statements: &'c mut Statements,
         write: bool,
         faults: Option<&'c Faults>,
+        node: &'c str,
     ) -> PgTx<'c> {
         PgTx {
             faults,
+            node,
+            versions: RefCell::new(BTreeMap::new()),
             tx: RefCell::new(tx),
             statements: RefCell::new(statements),
             write,
@@ -229,15 +253,19 @@ impl<'c> PgTx<'c> {
             .or_insert(0) += by;
     }
 
-    /// The count changes so far (kept before a job runs in a batch, put back if it is rolled
-    /// back to its savepoint: [`PgTx::restore_counts`]).
-    pub fn count_changes(&self) -> CountChanges {
-        self.counts.borrow().clone()
+    /// What this transaction keeps for its commit so far (kept before a job runs in a
+    /// batch, put back if it is rolled back to its savepoint: [`PgTx::restore_pending`]).
+    pub fn pending(&self) -> Pending {
+        Pending {
+            counts: self.counts.borrow().clone(),
+            versions: self.versions.borrow().clone(),
+        }
     }
 
-    /// Puts back the count changes [`PgTx::count_changes`] kept.
-    pub fn restore_counts(&self, kept: CountChanges) {
-        *self.counts.borrow_mut() = kept;
+    /// Puts back what [`PgTx::pending`] kept.
+    pub fn restore_pending(&self, kept: Pending) {
+        *self.counts.borrow_mut() = kept.counts;
+        *self.versions.borrow_mut() = kept.versions;
     }
 
     /// Runs `sql` (savepoint statements, several in one round trip) in the transaction.
@@ -258,6 +286,39 @@ impl<'c> PgTx<'c> {
                  ON CONFLICT (principal, state) DO UPDATE SET n = task_counts.n + EXCLUDED.n",
                 &[&principal, &state, &by],
             )?;
+        }
+        Ok(())
+    }
+
+    /// The version and step of the next change of `task` in this transaction: the first
+    /// change moves the Task's version on by one (its row is locked: a write job read it
+    /// `FOR UPDATE`), later ones take the next step of that version.
+    fn next_change(&self, task: &TaskRow) -> Result<(i64, i32), StoreError> {
+        if let Some((_, version, steps)) = self.versions.borrow_mut().get_mut(&task.seq) {
+            *steps += 1;
+            return Ok((*version, *steps - 1));
+        }
+        let version: i64 = get(
+            &self.query_one(
+                "UPDATE tasks SET version = version + 1 WHERE seq = $1 RETURNING version",
+                &[&task.seq],
+            )?,
+            0,
+        )?;
+        self.versions
+            .borrow_mut()
+            .insert(task.seq, (task.record.task_id.clone(), version, 1));
+        Ok((version, 0))
+    }
+
+    /// `NOTIFY a2a_task, '<taskId> <version> <writer node>'` for each Task this
+    /// transaction changed (delivered to the listening nodes when it commits, in commit
+    /// order): the other nodes publish the changes to their own subscribers.
+    pub fn notify_task_changes(&self) -> Result<(), StoreError> {
+        let changed = std::mem::take(&mut *self.versions.borrow_mut());
+        for (task_id, version, _) in changed.into_values() {
+            let payload = format!("{task_id} {version} {}", self.node);
+            self.query_one("SELECT pg_notify($1, $2)", &[&TASK_CHANNEL, &payload])?;
         }
         Ok(())
     }
@@ -345,6 +406,10 @@ impl<'c> PgTx<'c> {
 /// The channel on which a transaction that leaves a wake to take (an acceptance, a
 /// released lease) tells the other nodes.
 pub const WAKE_CHANNEL: &str = "a2a_wake";
+
+/// The channel on which a transaction that changes a Task's status or artifacts tells the
+/// other nodes: `<taskId> <version> <writer node id>` ([`PgTx::notify_task_changes`]).
+pub const TASK_CHANNEL: &str = "a2a_task";
 
 /// The first key of the advisory lock under which one Task's deliveries take turns (the
 /// second is the hash of its id): `a2a_` in ASCII.
@@ -439,6 +504,53 @@ impl ReadTx for PgTx<'_> {
                 body: row.get(1),
             })
             .collect())
+    }
+
+    fn task_changes(
+        &self,
+        task_id: &str,
+        after: i64,
+        upto: Option<i64>,
+        not_by: &str,
+    ) -> Result<Option<TaskChanges>, StoreError> {
+        let Some(found) = self.query_opt(
+            &format!("SELECT {TASK_COLUMNS}, version FROM tasks WHERE task_id = $1"),
+            &[&task_id],
+        )?
+        else {
+            return Ok(None);
+        };
+        let row = task_from_row(&found)?;
+        let newest: i64 = get(&found, 14)?;
+        let version = upto.unwrap_or(newest);
+        let changes = self
+            .query(
+                "SELECT version, step, state, message, at_ms, NULL AS body FROM task_statuses \
+                 WHERE task_seq = $1 AND version > $2 AND version <= $3 AND writer <> $4 \
+                 UNION ALL \
+                 SELECT version, step, NULL, NULL, NULL, body FROM artifacts \
+                 WHERE task_seq = $1 AND version > $2 AND version <= $3 AND writer <> $4 \
+                 ORDER BY 1, 2",
+                &[&row.seq, &after, &version, &not_by],
+            )?
+            .iter()
+            .map(|change| match get::<Option<&str>>(change, 5)? {
+                Some(body) => Ok(TaskChange::Artifact(serde_json::from_str(body)?)),
+                None => Ok(TaskChange::Status {
+                    state: parse_task_state(task_id, get(change, 2)?)?,
+                    message: get::<Option<&str>>(change, 3)?
+                        .map(serde_json::from_str)
+                        .transpose()?,
+                    at_ms: get(change, 4)?,
+                }),
+            })
+            .collect::<Result<_, StoreError>>()?;
+        Ok(Some(TaskChanges {
+            row,
+            version,
+            newest,
+            changes,
+        }))
     }
 
     fn task_by_id(&self, task_id: &str) -> Result<Option<TaskRow>, StoreError> {
@@ -1015,10 +1127,11 @@ impl WriteTx for PgTx<'_> {
 
     fn append_artifact(&self, task: &TaskRow, artifact: &ArtifactRecord) -> Result<(), StoreError> {
         let body = serde_json::to_string(artifact)?;
+        let (version, step) = self.next_change(task)?;
         self.execute(
-            "INSERT INTO artifacts (task_seq, n, artifact_id, body) \
-             VALUES ($1, (SELECT COALESCE(MAX(n) + 1, 0) FROM artifacts WHERE task_seq = $1), $2, $3)",
-            &[&task.seq, &artifact.artifact_id, &body],
+            "INSERT INTO artifacts (task_seq, n, artifact_id, body, version, step, writer) \
+             VALUES ($1, (SELECT COALESCE(MAX(n) + 1, 0) FROM artifacts WHERE task_seq = $1), $2, $3, $4, $5, $6)",
+            &[&task.seq, &artifact.artifact_id, &body, &version, &step, &self.node],
         )?;
         Ok(())
     }
@@ -1050,6 +1163,20 @@ impl WriteTx for PgTx<'_> {
                 &open,
                 &bump,
                 &schema,
+            ],
+        )?;
+        let (version, step) = self.next_change(task)?;
+        self.execute(
+            "INSERT INTO task_statuses (task_seq, version, step, writer, state, message, at_ms) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7)",
+            &[
+                &task.seq,
+                &version,
+                &step,
+                &self.node,
+                &state.as_str(),
+                &message_json,
+                &now_ms,
             ],
         )?;
         if task.record.state != state {

@@ -36,6 +36,7 @@ mod agent;
 pub mod defaults;
 mod delivery;
 mod error;
+mod follow;
 mod hold;
 mod inbound;
 mod inspect;
@@ -128,6 +129,8 @@ pub struct TaskPlane {
     node: Arc<str>,
     /// How long a wake lease lasts unless renewed, in ms.
     wake_lease_ms: i64,
+    /// On a store other nodes share: this node's LISTEN connection (`follow.rs`).
+    listening: Arc<follow::Listening>,
 }
 
 /// What a committed write announces.
@@ -144,9 +147,10 @@ impl TaskPlane {
         let store_options = StoreOptions {
             faults: options.faults.clone(),
         };
+        let node: Arc<str> = mint_node_id().into();
         let store = match &options.store {
             StoreBackend::Sqlite => Store::open(root, store_options)?,
-            StoreBackend::Postgres(url) => crate::pg::open_store(root, url, store_options)?,
+            StoreBackend::Postgres(url) => crate::pg::open_store(root, url, store_options, &node)?,
         };
         let mut plane = TaskPlane {
             store,
@@ -162,8 +166,9 @@ impl TaskPlane {
             compacted_ms: Arc::default(),
             startup: CompactionReport::default(),
             hold: Arc::default(),
-            node: mint_node_id().into(),
+            node,
             wake_lease_ms: options.wake_lease_ms,
+            listening: Arc::default(),
         };
         crate::log::event(
             "a2a_node_started",
@@ -177,14 +182,16 @@ impl TaskPlane {
             }),
         );
         let startup = plane.recover_and_compact();
-        match startup {
-            Ok(report) => plane.startup = report,
+        match startup.and_then(|report| {
+            plane.startup = report;
+            plane.start_listening()
+        }) {
+            Ok(()) => Ok(plane),
             Err(err) => {
                 plane.close();
-                return Err(err);
+                Err(err)
             }
         }
-        Ok(plane)
     }
 
     /// The key that signs `GET /tasks` page tokens (made with the store, kept with it).
@@ -195,6 +202,8 @@ impl TaskPlane {
 
     /// Closes the store and releases the root's lock. Idempotent.
     pub fn close(&self) {
+        // First what reads the store on its own: the LISTEN connection.
+        self.listening.close();
         // A node that stops frees the Tasks it was working for the others (a node that
         // dies leaves them until its leases expire).
         if let Err(err) = self.release_node_wake_leases() {

@@ -9,28 +9,7 @@
 use super::{PlaneError, TaskPlane};
 use crate::events::Accepted;
 
-/// A node id: `<host name>-<pid>-<8 hex digits from the OS generator>`. Two processes on one
-/// host differ by pid; a pid reused after a restart differs by the suffix, so a restarted
-/// node never mistakes a dead predecessor's lease for its own.
-pub fn mint_node_id() -> String {
-    let host = host_name().unwrap_or_else(|| "unknown-host".into());
-    let suffix = crate::ids::lease_token();
-    format!("{host}-{}-{}", std::process::id(), &suffix[..8])
-}
-
-/// The host name from the kernel, if it has one that is printable.
-fn host_name() -> Option<String> {
-    let mut buf = [0u8; 256];
-    // SAFETY: the buffer is valid for its length; gethostname NUL-terminates on success
-    // when the name fits (it truncates otherwise; the last byte is kept 0 below).
-    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len() - 1) };
-    if rc != 0 {
-        return None;
-    }
-    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len() - 1);
-    let name = String::from_utf8_lossy(&buf[..end]).trim().to_string();
-    (!name.is_empty() && name.chars().all(|c| c.is_ascii_graphic())).then_some(name)
-}
+pub use crate::ids::mint_node_id;
 
 impl TaskPlane {
     /// This node's id (minted when the plane opened).
@@ -89,21 +68,5 @@ impl TaskPlane {
             let wakes = super::wakes::deliverable_for(tx, &node)?;
             Ok((wakes, tx.earliest_foreign_lease_ms(&node)?))
         })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_node_id_names_the_host_and_pid_and_differs_per_open() {
-        let (a, b) = (mint_node_id(), mint_node_id());
-        assert_ne!(a, b, "the random suffix makes each open a new node");
-        let pid = format!("-{}-", std::process::id());
-        assert!(a.contains(&pid), "{a}");
-        assert!(!a.starts_with("unknown-host"), "{a}");
-        let suffix = a.rsplit('-').next().unwrap();
-        assert_eq!(suffix.len(), 8, "{a}");
     }
 }

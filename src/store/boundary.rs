@@ -161,6 +161,45 @@ pub trait ReadTx {
     ) -> Result<Vec<KeptSessionFile>, StoreError> {
         Err(no_session_keeping())
     }
+
+    /// Task `task_id`'s status changes and artifacts with a version after `after` and at
+    /// most `upto` (every one when `None`), not written by node `not_by`, in the order they
+    /// were made, with the Task's row and its version (`None` when there is no such Task).
+    /// Added for a fleet's updates across nodes (docs/fleet.md); a backend no other node
+    /// shares keeps no versions and has nothing to say (`None`).
+    fn task_changes(
+        &self,
+        _task_id: &str,
+        _after: i64,
+        _upto: Option<i64>,
+        _not_by: &str,
+    ) -> Result<Option<TaskChanges>, StoreError> {
+        Ok(None)
+    }
+}
+
+/// What [`ReadTx::task_changes`] found.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TaskChanges {
+    /// The Task's row as the read found it (its newest status).
+    pub row: TaskRow,
+    /// The version the read covers: `upto`, or the Task's version when none was given.
+    pub version: i64,
+    /// The Task's version as the read found it (its row's).
+    pub newest: i64,
+    /// The changes, oldest first.
+    pub changes: Vec<TaskChange>,
+}
+
+/// One change of a Task, as the node that wrote it published it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TaskChange {
+    Status {
+        state: TaskState,
+        message: Option<MessageRecord>,
+        at_ms: i64,
+    },
+    Artifact(ArtifactRecord),
 }
 
 /// One Pi session file of a Task to keep in the database: its file name in

@@ -55,7 +55,8 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 pub use boundary::{
-    Backend, EvidenceRow, KeptSessionFile, LocalSessionFile, ReadJob, ReadTx, SessionFile, WriteTx,
+    Backend, EvidenceRow, KeptSessionFile, LocalSessionFile, ReadJob, ReadTx, SessionFile,
+    TaskChange, TaskChanges, WriteTx,
 };
 pub use faults::{FaultAction, Faults, ACCEPTANCE_STEPS};
 pub use jobs::{answer_batch, Queue, Reply};

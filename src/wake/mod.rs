@@ -116,9 +116,9 @@ struct Inner {
     changed: Condvar,
     /// ...and async ones ([`WakeQueue::next_wake_async`]) on this; `notify` signals both.
     woke: tokio::sync::Notify,
-    /// On a store other nodes share: the LISTEN connection that tells this queue of wakes
-    /// accepted or released elsewhere (stopped by `close`).
-    listener: Mutex<Option<crate::pg::listen::Listener>>,
+    /// On a store other nodes share: the id of this queue's ears on the plane's LISTEN
+    /// connection (taken back by `close`).
+    ears: Mutex<Option<u64>>,
 }
 
 /// The wake queue of one open plane. Cheap to clone; `close()` stops it for every clone.
@@ -158,7 +158,7 @@ impl WakeQueue {
                 state: Mutex::new(State::default()),
                 changed: Condvar::new(),
                 woke: tokio::sync::Notify::new(),
-                listener: Mutex::new(None),
+                ears: Mutex::new(None),
             }),
         };
         let view: std::sync::Weak<Inner> = Arc::downgrade(&queue.inner);
@@ -179,19 +179,17 @@ impl WakeQueue {
             .map_err(|e| {
                 PlaneError::FailedPrecondition(format!("cannot start the wake thread: {e}"))
             })?;
-        if let Some(pg) = crate::pg::of(plane.store()) {
+        if plane.shares_store() {
             queue.start_lease_renewal()?;
-            let listener = pg.listen(&[crate::pg::WAKE_CHANNEL], queue.fleet_listener())?;
-            *queue
-                .inner
-                .listener
-                .lock()
-                .unwrap_or_else(|p| p.into_inner()) = Some(listener);
+            // The plane's LISTEN connection (it serves the node's subscribers too) tells
+            // this queue of wakes accepted or released elsewhere, until `close`.
+            let ears = plane.hear_wakes(queue.fleet_listener());
+            *queue.inner.ears.lock().unwrap_or_else(|p| p.into_inner()) = Some(ears);
         }
         Ok(queue)
     }
 
-    /// What this queue does with what its LISTEN connection hears: on (re)connecting and on
+    /// What this queue does with what the plane's LISTEN connection hears: on (re)connecting and on
     /// each `a2a_wake`, it reads the wakes this node may take and admits the new ones; a
     /// timer set to the earliest expiry of another node's lease does the same (that wake
     /// may be left by a node that died). Nothing else reads while the resident idles.
@@ -297,14 +295,14 @@ impl WakeQueue {
     /// Stops the queue: `next_wake` returns `None`, authority ends. Idempotent.
     pub fn close(&self) {
         self.inner.plane.events().unwatch(self.inner.watch);
-        let listener = self
+        let ears = self
             .inner
-            .listener
+            .ears
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .take();
-        if let Some(listener) = listener {
-            listener.close();
+        if let Some(ears) = ears {
+            self.inner.plane.stop_hearing_wakes(ears);
         }
         let mut state = self.lock();
         state.closed = true;
