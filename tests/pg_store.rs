@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use a2a_task_plane::config::{store_backend, PostgresUrl, StoreBackend};
 use a2a_task_plane::pg::{PgOptions, PgStore, ATTEMPTS, MAX_BATCH};
 use a2a_task_plane::record::{Continuation, MessageRecord, TaskState};
-use a2a_task_plane::store::tasks::NewTask;
+use a2a_task_plane::store::tasks::{InputRequest, NewTask};
 use a2a_task_plane::store::{FaultAction, Faults, Store, StoreError, WriteTx};
 use common::postgres::{TestDatabase, TestPostgres};
 use common::TempRoot;
@@ -508,6 +508,54 @@ fn a_failing_write_in_a_batch_is_rolled_back_alone_with_its_task_counts_and_the_
         "the failed write's count went with it"
     );
     assert_eq!(db.psql("SELECT count(*) FROM tasks"), "2");
+}
+
+#[test]
+fn a_write_rolled_back_in_a_batch_leaves_no_task_version_or_change_behind() {
+    let (db, root, faults) = (
+        TestDatabase::new(),
+        TempRoot::new("pg"),
+        Arc::new(Faults::new()),
+    );
+    let store = open_with_faults(&db, &root, &faults);
+    store
+        .write(|tx| {
+            tx.insert_fresh_context("c-1", "alice", "a2a", 1)?;
+            tx.insert_task(&new_task("t-c-1", "c-1"))?;
+            Ok::<_, StoreError>(())
+        })
+        .unwrap();
+    let before: i64 = db
+        .psql("SELECT version FROM tasks WHERE task_id = 't-c-1'")
+        .parse()
+        .unwrap();
+    faults.start_trace();
+    let working = |fail: bool| -> Write {
+        Box::new(move |tx| {
+            let task = tx.task_by_id("t-c-1")?.expect("the task");
+            tx.set_task_status(&task, TaskState::Working, None, 2, InputRequest::Unchanged)?;
+            if fail {
+                return Err(StoreError::Corrupt("the rule said no".into()));
+            }
+            Ok(())
+        })
+    };
+    // The first change is rolled back to its savepoint; the second is the Task's only
+    // change in the batch: it moves the Task on one version, and that version is its own.
+    let answers = in_one_batch(&store, vec![working(true), working(false)]);
+    assert!(answers[0].is_err() && answers[1].is_ok(), "{answers:?}");
+    assert_eq!(commits(&faults), 2, "the two were one batch");
+    assert_eq!(
+        db.psql("SELECT version FROM tasks WHERE task_id = 't-c-1'"),
+        (before + 1).to_string()
+    );
+    assert_eq!(
+        db.psql(
+            "SELECT string_agg(version || ':' || step || ':' || state, ',') FROM task_statuses \
+             WHERE task_seq = (SELECT seq FROM tasks WHERE task_id = 't-c-1') AND version > 0"
+        ),
+        format!("{}:0:{}", before + 1, TaskState::Working.as_str())
+    );
 }
 
 #[test]

@@ -387,13 +387,7 @@ enum Attempt {
 
 /// Runs `job` in transactions of its own until one commits or it has run [`ATTEMPTS`]
 /// times (`used` of them already spent, in a batch), then answers it.
-fn run_job(
-    pool: &Pool,
-    mut job: Box<dyn Job>,
-    faults: Option<&Faults>,
-    used: u32,
-    node: &str,
-) {
+fn run_job(pool: &Pool, mut job: Box<dyn Job>, faults: Option<&Faults>, used: u32, node: &str) {
     let first = used.min(ATTEMPTS - 1) + 1;
     for attempt in first..=ATTEMPTS {
         let mut conn = match pool.get() {
@@ -536,7 +530,11 @@ fn run_batch(pool: &Pool, batch: &mut Vec<Box<dyn Job>>, faults: Option<&Faults>
         Ok(mut conn) => {
             let PgConnection { client, statements } = &mut *conn;
             match client.transaction() {
-                Ok(tx) => attempt_batch(PgTx::write(tx, statements, faults, node), batch, &mut outcomes),
+                Ok(tx) => attempt_batch(
+                    PgTx::write(tx, statements, faults, node),
+                    batch,
+                    &mut outcomes,
+                ),
                 Err(e) if may_succeed_again(&e) => BatchEnd::RunAlone(None),
                 Err(e) => BatchEnd::Failed(store_error(&e)),
             }
