@@ -324,6 +324,40 @@ fn a_change_made_while_the_listen_connection_was_down_is_delivered_after_it_reco
 }
 
 #[test]
+fn a_task_first_listened_to_while_the_listen_connection_was_down_is_told_the_state_it_settled_in_meanwhile(
+) {
+    let db = TestDatabase::new();
+    let role = Role::owning(&db);
+    let (root_a, root_b) = (TempRoot::new("fleet-a"), TempRoot::new("fleet-b"));
+    let (a, b) = (node_at(&role.url, &root_a), node_at(&role.url, &root_b));
+    let rt = runtime();
+    let task = new_task(&a, "m-1");
+    a.start_work(&task).unwrap();
+    role.refuse_new_connections(true);
+    let ended = db.psql(
+        "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity \
+         WHERE datname = current_database() AND query LIKE 'LISTEN%'",
+    );
+    assert_eq!(ended, "2", "A's and B's LISTEN connections");
+    // B's listener begins while B hears nothing; A settles the Task meanwhile.
+    let mut updates = b.events().subscribe(&task);
+    a.complete(&task, vec![artifact("a1", "out")], Some(agent("done")))
+        .unwrap();
+    assert!(
+        next(&rt, &mut updates, QUIET).is_none(),
+        "B is not listening"
+    );
+    role.refuse_new_connections(false);
+    assert_eq!(
+        exactly(&rt, &mut updates, 1),
+        ["COMPLETED"],
+        "told on reconnecting"
+    );
+    a.close();
+    b.close();
+}
+
+#[test]
 fn closing_a_plane_ends_its_listen_connection_even_with_its_wake_queue_left_open() {
     let db = TestDatabase::new();
     let root = TempRoot::new("fleet-a");

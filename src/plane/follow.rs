@@ -237,6 +237,58 @@ impl Follower {
         for (task_id, after) in known {
             self.follow(&task_id, after, None);
         }
+        // Tasks listened to here of which nothing was published yet: their listeners may
+        // have begun while the connection was down, and what changed meanwhile cannot be
+        // told change by change from here; each is told the state it settled in meanwhile
+        // (a stream ends, a waiter answers), and followed from its version on.
+        for task_id in self.events.watched_tasks() {
+            if !self.published.contains_key(&task_id) {
+                self.settle_unfollowed(&task_id);
+            }
+        }
+    }
+
+    /// For Task `task_id`, listened to here with nothing published of it yet: publishes its
+    /// status when it is settled (terminal or interrupted), and notes its version.
+    fn settle_unfollowed(&mut self, task_id: &str) {
+        self.metrics.fleet_update_read();
+        let node = self.node.clone();
+        // After the newest version: no change, only the Task as it stands.
+        let read = self.store.read(|tx| -> Result<_, PlaneError> {
+            Ok(tx.task_changes(task_id, i64::MAX, None, &node)?)
+        });
+        match read {
+            Ok(Some(found)) => {
+                let record = &found.row.record;
+                if record.state.is_settled() {
+                    self.events.publish(TaskEvent::Status {
+                        task_id: task_id.to_string(),
+                        context_id: record.context_id.clone(),
+                        state: record.state,
+                        message: record.status_message.clone(),
+                        at_ms: record.status_ms,
+                        settled: None,
+                    });
+                }
+                self.published.insert(task_id.to_string(), found.newest);
+            }
+            Ok(None) => {}
+            Err(err) => {
+                if err.is_closed() {
+                    return;
+                }
+                crate::log::warn(
+                    "a2a_task_follow_failed",
+                    json!({
+                        "taskId": task_id,
+                        "error": err.to_string(),
+                        "retryInMs": RETRY_AFTER.as_millis() as u64,
+                    }),
+                );
+                // Still unpublished: the next catch-up reads it again.
+                self.retry_at = Some(Instant::now() + RETRY_AFTER);
+            }
+        }
     }
 
     fn tick(&mut self) {
