@@ -273,22 +273,26 @@ impl Follower {
                 self.published.insert(task_id.to_string(), found.newest);
             }
             Ok(None) => {}
-            Err(err) => {
-                if err.is_closed() {
-                    return;
-                }
-                crate::log::warn(
-                    "a2a_task_follow_failed",
-                    json!({
-                        "taskId": task_id,
-                        "error": err.to_string(),
-                        "retryInMs": RETRY_AFTER.as_millis() as u64,
-                    }),
-                );
-                // Still unpublished: the next catch-up reads it again.
-                self.retry_at = Some(Instant::now() + RETRY_AFTER);
-            }
+            // Still unpublished: the next catch-up reads it again.
+            Err(err) => self.read_failed(task_id, &err),
         }
+    }
+
+    /// A read of Task `task_id` failed: logged, and every listened-to Task is read again a
+    /// moment later ([`RETRY_AFTER`]); nothing when the plane closed.
+    fn read_failed(&mut self, task_id: &str, err: &PlaneError) {
+        if err.is_closed() {
+            return;
+        }
+        crate::log::warn(
+            "a2a_task_follow_failed",
+            json!({
+                "taskId": task_id,
+                "error": err.to_string(),
+                "retryInMs": RETRY_AFTER.as_millis() as u64,
+            }),
+        );
+        self.retry_at = Some(Instant::now() + RETRY_AFTER);
     }
 
     fn tick(&mut self) {
@@ -357,20 +361,11 @@ impl Follower {
                 *last = (*last).max(found.version);
             }
             Err(err) => {
-                if err.is_closed() {
-                    return;
+                if !err.is_closed() {
+                    // Read again from here, with every other listened-to Task.
+                    self.published.entry(task_id.to_string()).or_insert(after);
                 }
-                crate::log::warn(
-                    "a2a_task_follow_failed",
-                    json!({
-                        "taskId": task_id,
-                        "error": err.to_string(),
-                        "retryInMs": RETRY_AFTER.as_millis() as u64,
-                    }),
-                );
-                // Read again from here, with every other listened-to Task.
-                self.published.entry(task_id.to_string()).or_insert(after);
-                self.retry_at = Some(Instant::now() + RETRY_AFTER);
+                self.read_failed(task_id, &err);
             }
         }
     }
