@@ -406,6 +406,29 @@ fn open_with_faults(db: &TestDatabase, root: &TempRoot, faults: &Arc<Faults>) ->
     Store::with_backend(Arc::new(pg), None)
 }
 
+/// A store on a fresh database with fault injection (its trace not started). Dropped in
+/// field order: the store closes before its database goes.
+struct FaultyStore {
+    store: Store,
+    faults: Arc<Faults>,
+    db: TestDatabase,
+    _root: TempRoot,
+}
+
+fn faulty_store() -> FaultyStore {
+    let (db, root, faults) = (
+        TestDatabase::new(),
+        TempRoot::new("pg"),
+        Arc::new(Faults::new()),
+    );
+    FaultyStore {
+        store: open_with_faults(&db, &root, &faults),
+        faults,
+        db,
+        _root: root,
+    }
+}
+
 fn commits(faults: &Faults) -> usize {
     faults
         .trace()
@@ -446,37 +469,29 @@ fn submitted_count(db: &TestDatabase) -> String {
 
 #[test]
 fn writes_queued_together_are_committed_in_one_transaction_and_all_answered_after_it() {
-    let (db, root, faults) = (
-        TestDatabase::new(),
-        TempRoot::new("pg"),
-        Arc::new(Faults::new()),
-    );
-    let store = open_with_faults(&db, &root, &faults);
+    let f = faulty_store();
+    let (db, faults, store) = (&f.db, &f.faults, &f.store);
     faults.start_trace();
     let writes: Vec<Write> = ["c-1", "c-2", "c-3", "c-4", "c-5"]
         .into_iter()
         .map(context_and_task)
         .collect();
-    let answers = in_one_batch(&store, writes);
+    let answers = in_one_batch(store, writes);
     assert!(answers.iter().all(Result::is_ok), "{answers:?}");
     assert_eq!(
-        commits(&faults),
+        commits(faults),
         2,
         "one commit for the write that kept the writer busy, one for the five queued behind it"
     );
     // Durable and visible to another session once answered, counts included.
-    assert_eq!(contexts(&db), "c-1,c-2,c-3,c-4,c-5");
-    assert_eq!(submitted_count(&db), "5");
+    assert_eq!(contexts(db), "c-1,c-2,c-3,c-4,c-5");
+    assert_eq!(submitted_count(db), "5");
 }
 
 #[test]
 fn a_failing_write_in_a_batch_is_rolled_back_alone_with_its_task_counts_and_the_others_commit() {
-    let (db, root, faults) = (
-        TestDatabase::new(),
-        TempRoot::new("pg"),
-        Arc::new(Faults::new()),
-    );
-    let store = open_with_faults(&db, &root, &faults);
+    let f = faulty_store();
+    let (db, faults, store) = (&f.db, &f.faults, &f.store);
     faults.start_trace();
     let writes: Vec<Write> = vec![
         context_and_task("c-1"),
@@ -494,16 +509,16 @@ fn a_failing_write_in_a_batch_is_rolled_back_alone_with_its_task_counts_and_the_
         }),
         context_and_task("c-4"),
     ];
-    let answers = in_one_batch(&store, writes);
+    let answers = in_one_batch(store, writes);
     assert!(answers[0].is_ok() && answers[3].is_ok(), "{answers:?}");
     let own = answers[1].as_ref().unwrap_err().to_string();
     assert!(own.contains("the rule said no"), "{own}");
     let refused = answers[2].as_ref().unwrap_err().to_string();
     assert!(refused.contains("refused"), "{refused}");
-    assert_eq!(commits(&faults), 2, "the four were one batch");
-    assert_eq!(contexts(&db), "c-1,c-4");
+    assert_eq!(commits(faults), 2, "the four were one batch");
+    assert_eq!(contexts(db), "c-1,c-4");
     assert_eq!(
-        submitted_count(&db),
+        submitted_count(db),
         "2",
         "the failed write's count went with it"
     );
@@ -512,12 +527,8 @@ fn a_failing_write_in_a_batch_is_rolled_back_alone_with_its_task_counts_and_the_
 
 #[test]
 fn a_write_rolled_back_in_a_batch_leaves_no_task_version_or_change_behind() {
-    let (db, root, faults) = (
-        TestDatabase::new(),
-        TempRoot::new("pg"),
-        Arc::new(Faults::new()),
-    );
-    let store = open_with_faults(&db, &root, &faults);
+    let f = faulty_store();
+    let (db, faults, store) = (&f.db, &f.faults, &f.store);
     store
         .write(|tx| {
             tx.insert_fresh_context("c-1", "alice", "a2a", 1)?;
@@ -542,9 +553,9 @@ fn a_write_rolled_back_in_a_batch_leaves_no_task_version_or_change_behind() {
     };
     // The first change is rolled back to its savepoint; the second is the Task's only
     // change in the batch: it moves the Task on one version, and that version is its own.
-    let answers = in_one_batch(&store, vec![working(true), working(false)]);
+    let answers = in_one_batch(store, vec![working(true), working(false)]);
     assert!(answers[0].is_err() && answers[1].is_ok(), "{answers:?}");
-    assert_eq!(commits(&faults), 2, "the two were one batch");
+    assert_eq!(commits(faults), 2, "the two were one batch");
     assert_eq!(
         db.psql("SELECT version FROM tasks WHERE task_id = 't-c-1'"),
         (before + 1).to_string()
@@ -560,12 +571,8 @@ fn a_write_rolled_back_in_a_batch_leaves_no_task_version_or_change_behind() {
 
 #[test]
 fn a_write_that_panics_in_a_batch_is_rolled_back_alone_and_answered() {
-    let (db, root, faults) = (
-        TestDatabase::new(),
-        TempRoot::new("pg"),
-        Arc::new(Faults::new()),
-    );
-    let store = open_with_faults(&db, &root, &faults);
+    let f = faulty_store();
+    let (db, faults, store) = (&f.db, &f.faults, &f.store);
     faults.start_trace();
     let writes: Vec<Write> = vec![
         context_and_task("c-1"),
@@ -576,28 +583,24 @@ fn a_write_that_panics_in_a_batch_is_rolled_back_alone_and_answered() {
         }),
         context_and_task("c-3"),
     ];
-    let answers = in_one_batch(&store, writes);
+    let answers = in_one_batch(store, writes);
     assert!(answers[0].is_ok() && answers[2].is_ok(), "{answers:?}");
     let panicked = answers[1].as_ref().unwrap_err().to_string();
     assert!(panicked.contains("panicked"), "{panicked}");
-    assert_eq!(commits(&faults), 2, "the three were one batch");
-    assert_eq!(contexts(&db), "c-1,c-3");
-    assert_eq!(submitted_count(&db), "2");
+    assert_eq!(commits(faults), 2, "the three were one batch");
+    assert_eq!(contexts(db), "c-1,c-3");
+    assert_eq!(submitted_count(db), "2");
     // The writer goes on.
     store
         .write(|tx| tx.insert_fresh_context("c-4", "alice", "a2a", 1))
         .unwrap();
-    assert_eq!(contexts(&db), "c-1,c-3,c-4");
+    assert_eq!(contexts(db), "c-1,c-3,c-4");
 }
 
 #[test]
 fn writes_in_one_batch_are_applied_in_the_order_they_were_queued() {
-    let (db, root, faults) = (
-        TestDatabase::new(),
-        TempRoot::new("pg"),
-        Arc::new(Faults::new()),
-    );
-    let store = open_with_faults(&db, &root, &faults);
+    let f = faulty_store();
+    let (faults, store) = (&f.faults, &f.store);
     store
         .write(|tx| {
             tx.insert_fresh_context("c-1", "alice", "a2a", 1)?;
@@ -615,9 +618,9 @@ fn writes_in_one_batch_are_applied_in_the_order_they_were_queued() {
             })
         })
         .collect();
-    let answers = in_one_batch(&store, writes);
+    let answers = in_one_batch(store, writes);
     assert!(answers.iter().all(Result::is_ok), "{answers:?}");
-    assert_eq!(commits(&faults), 2, "the {n} were one batch");
+    assert_eq!(commits(faults), 2, "the {n} were one batch");
     let ids: Vec<String> = store
         .read(|tx| {
             let task = tx.task_by_id("t-1")?.expect("the Task");
@@ -633,12 +636,8 @@ fn writes_in_one_batch_are_applied_in_the_order_they_were_queued() {
 
 #[test]
 fn a_failed_commit_fails_every_write_of_its_batch_and_none_is_applied_or_run_again() {
-    let (db, root, faults) = (
-        TestDatabase::new(),
-        TempRoot::new("pg"),
-        Arc::new(Faults::new()),
-    );
-    let store = open_with_faults(&db, &root, &faults);
+    let f = faulty_store();
+    let (db, faults, store) = (&f.db, &f.faults, &f.store);
     // The write that keeps the writer busy commits; the batch behind it does not.
     faults.arm_after("commit", FaultAction::Fail, 1);
     let runs = Arc::new(AtomicUsize::new(0));
@@ -653,7 +652,7 @@ fn a_failed_commit_fails_every_write_of_its_batch_and_none_is_applied_or_run_aga
             })
         })
         .collect();
-    let answers = in_one_batch(&store, writes);
+    let answers = in_one_batch(store, writes);
     for answer in &answers {
         let err = answer.as_ref().unwrap_err();
         assert!(
@@ -663,11 +662,11 @@ fn a_failed_commit_fails_every_write_of_its_batch_and_none_is_applied_or_run_aga
     }
     assert_eq!(runs.load(Ordering::SeqCst), 3, "each ran once");
     assert_eq!(db.psql("SELECT count(*) FROM contexts"), "0");
-    assert_eq!(submitted_count(&db), "0");
+    assert_eq!(submitted_count(db), "0");
     store
         .write(|tx| tx.insert_fresh_context("c-4", "alice", "a2a", 1))
         .unwrap();
-    assert_eq!(contexts(&db), "c-4");
+    assert_eq!(contexts(db), "c-4");
 }
 
 #[test]
