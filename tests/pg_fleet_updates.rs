@@ -32,8 +32,11 @@ fn node_at(url: &str, root: &TempRoot) -> TaskPlane {
     TaskPlane::open(&root.store(), options).unwrap()
 }
 
-fn node(db: &TestDatabase, root: &TempRoot) -> TaskPlane {
-    node_at(&db.url(), root)
+/// Nodes A and B on the database at `url`, each with a local root of its own (kept with
+/// them).
+fn two_nodes(url: &str) -> (TaskPlane, TaskPlane, (TempRoot, TempRoot)) {
+    let roots = (TempRoot::new("fleet-a"), TempRoot::new("fleet-b"));
+    (node_at(url, &roots.0), node_at(url, &roots.1), roots)
 }
 
 /// A multi-thread runtime (a PostgreSQL store refuses a current-thread one).
@@ -103,8 +106,7 @@ fn new_task(on: &TaskPlane, message_id: &str) -> String {
 #[test]
 fn a_subscriber_on_one_node_sees_another_nodes_changes_in_order_and_exactly_once() {
     let db = TestDatabase::new();
-    let (root_a, root_b) = (TempRoot::new("fleet-a"), TempRoot::new("fleet-b"));
-    let (a, b) = (node(&db, &root_a), node(&db, &root_b));
+    let (a, b, _roots) = two_nodes(&db.url());
     let rt = runtime();
     let task = new_task(&a, "m-1");
     let mut updates = b.events().subscribe(&task);
@@ -131,8 +133,7 @@ fn a_subscriber_on_one_node_sees_another_nodes_changes_in_order_and_exactly_once
 #[test]
 fn another_nodes_status_update_carries_its_message_and_time() {
     let db = TestDatabase::new();
-    let (root_a, root_b) = (TempRoot::new("fleet-a"), TempRoot::new("fleet-b"));
-    let (a, b) = (node(&db, &root_a), node(&db, &root_b));
+    let (a, b, _roots) = two_nodes(&db.url());
     let rt = runtime();
     let task = new_task(&a, "m-1");
     let mut on_a = a.events().subscribe(&task);
@@ -153,8 +154,7 @@ fn another_nodes_status_update_carries_its_message_and_time() {
 #[test]
 fn a_blocking_send_on_one_node_answers_when_another_nodes_agent_settles_the_task() {
     let db = TestDatabase::new();
-    let (root_a, root_b) = (TempRoot::new("fleet-a"), TempRoot::new("fleet-b"));
-    let (a, b) = (node(&db, &root_a), node(&db, &root_b));
+    let (a, b, _roots) = two_nodes(&db.url());
     let rt = runtime();
     let inbound = Inbound {
         principal: "alice".into(),
@@ -195,8 +195,7 @@ fn a_blocking_send_on_one_node_answers_when_another_nodes_agent_settles_the_task
 #[test]
 fn a_nodes_own_writes_are_published_to_its_subscribers_once_and_read_by_nobody() {
     let db = TestDatabase::new();
-    let (root_a, root_b) = (TempRoot::new("fleet-a"), TempRoot::new("fleet-b"));
-    let (a, b) = (node(&db, &root_a), node(&db, &root_b));
+    let (a, b, _roots) = two_nodes(&db.url());
     let rt = runtime();
     let task = new_task(&b, "m-1");
     let mut on_b = b.events().subscribe(&task);
@@ -215,8 +214,7 @@ fn a_nodes_own_writes_are_published_to_its_subscribers_once_and_read_by_nobody()
 #[test]
 fn a_task_nobody_listens_to_on_a_node_costs_that_node_no_read() {
     let db = TestDatabase::new();
-    let (root_a, root_b) = (TempRoot::new("fleet-a"), TempRoot::new("fleet-b"));
-    let (a, b) = (node(&db, &root_a), node(&db, &root_b));
+    let (a, b, _roots) = two_nodes(&db.url());
     let rt = runtime();
     let unwatched = new_task(&a, "m-1");
     let watched = new_task(&a, "m-2");
@@ -292,8 +290,7 @@ fn after_at(url: &str) -> &str {
 fn a_change_made_while_the_listen_connection_was_down_is_delivered_after_it_reconnects() {
     let db = TestDatabase::new();
     let role = Role::owning(&db);
-    let (root_a, root_b) = (TempRoot::new("fleet-a"), TempRoot::new("fleet-b"));
-    let (a, b) = (node_at(&role.url, &root_a), node_at(&role.url, &root_b));
+    let (a, b, _roots) = two_nodes(&role.url);
     let rt = runtime();
     let task = new_task(&a, "m-1");
     let mut updates = b.events().subscribe(&task);
@@ -328,8 +325,7 @@ fn a_task_first_listened_to_while_the_listen_connection_was_down_is_told_the_sta
 ) {
     let db = TestDatabase::new();
     let role = Role::owning(&db);
-    let (root_a, root_b) = (TempRoot::new("fleet-a"), TempRoot::new("fleet-b"));
-    let (a, b) = (node_at(&role.url, &root_a), node_at(&role.url, &root_b));
+    let (a, b, _roots) = two_nodes(&role.url);
     let rt = runtime();
     let task = new_task(&a, "m-1");
     a.start_work(&task).unwrap();
@@ -361,7 +357,7 @@ fn a_task_first_listened_to_while_the_listen_connection_was_down_is_told_the_sta
 fn closing_a_plane_ends_its_listen_connection_even_with_its_wake_queue_left_open() {
     let db = TestDatabase::new();
     let root = TempRoot::new("fleet-a");
-    let a = node(&db, &root);
+    let a = node_at(&db.url(), &root);
     let queue = a2a_task_plane::wake::WakeQueue::start(a.clone()).unwrap();
     let listening = || {
         db.psql(
