@@ -265,20 +265,25 @@ async function residentUrl(pi: PiRpc): Promise<string> {
   return url;
 }
 
-test("with real Pi residents, a Task whose resident is killed mid-turn is worked by another once its lease expires", async () => {
-  const db = pg.createDatabase();
-  const manifest = join(scratch, "workflow-stall.json");
+/** A real Pi resident's environment on database `db`: serving A2A (HTTP+JSON), with the
+ * workflow that declares the faux agent's `summary` output, and `extra`. */
+function residentEnv(db: string, extra: Record<string, string>): Record<string, string> {
+  const manifest = join(scratch, "workflow-summarise.json");
   writeFileSync(manifest, JSON.stringify({ workflows: [{ id: "summarise", outputs: { summary: { type: "doc.summary" } } }] }));
-  const env = {
+  return {
     A2A_STORE_URL: db,
     A2A_SERVER: "1",
     A2A_PORT: "0",
     A2A_GRPC: "0",
     A2A_CREDENTIALS_PATH: credentials,
     A2A_WORKFLOW_MANIFEST: manifest,
-    // The shortest lease: A's claim on the Task lapses 3 s after its last renewal.
-    A2A_WAKE_LEASE_MS: "3000",
+    ...extra,
   };
+}
+
+test("with real Pi residents, a Task whose resident is killed mid-turn is worked by another once its lease expires", async () => {
+  // The shortest lease: A's claim on the Task lapses 3 s after its last renewal.
+  const env = residentEnv(pg.createDatabase(), { A2A_WAKE_LEASE_MS: "3000" });
   // A's model never finishes a "stall…" turn; B's works it.
   const a = new PiRpc([repoRoot], { ...env, FAUX_STALL: "1" }, { model: fauxAgentExtension });
   let b: PiRpc | undefined;
@@ -320,18 +325,7 @@ test("with real Pi residents, a Task whose resident is killed mid-turn is worked
 
 test("with real Pi residents, a Task continued on another node resumes its conversation (its session followed it)", async () => {
   const db = pg.createDatabase();
-  // The faux agent records a `summary` output: the workflow declares it.
-  const manifest = join(scratch, "workflow-composition.json");
-  writeFileSync(manifest, JSON.stringify({ workflows: [{ id: "summarise", outputs: { summary: { type: "doc.summary" } } }] }));
-  const env = {
-    A2A_STORE_URL: db,
-    A2A_SERVER: "1",
-    A2A_PORT: "0",
-    A2A_GRPC: "0",
-    A2A_CREDENTIALS_PATH: credentials,
-    A2A_WORKFLOW_MANIFEST: manifest,
-    A2A_BLOCKING_TIMEOUT_MS: "30000",
-  };
+  const env = residentEnv(db, { A2A_BLOCKING_TIMEOUT_MS: "30000" });
   // One resident at a time: any resident on the database may take a wake, so A works the
   // first turn alone and B, started once A has stopped, the second.
   const a = new PiRpc([repoRoot], env, { model: fauxAgentExtension });
