@@ -62,7 +62,10 @@ pub struct Refusal {
 /// just took, a deadlock, a serialization failure), or its connection was lost or ended
 /// by the server (a restart): nothing of that transaction was committed.
 pub fn may_succeed_again(err: &postgres::Error) -> bool {
-    if err.is_closed() {
+    // The connection was closed, or broke under the statement (a server that ended it
+    // may be seen as "connection reset by peer"): the statement did not commit anything.
+    let broken = std::error::Error::source(err).is_some_and(|s| s.is::<std::io::Error>());
+    if err.is_closed() || broken {
         return true;
     }
     let Some(code) = err.code() else {
